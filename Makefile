@@ -1,0 +1,45 @@
+# padlock — `make run` starts a Redis with the module, `make test` runs
+# every test. Both install what is missing first (see scripts/deps.sh).
+
+SO      := target/release/libpadlock.so
+PORT    ?= 6379
+VENV    := .venv
+PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
+
+.PHONY: all deps build run test test-unit test-rust test-python lint bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	cargo build --release
+	@chmod +x $(SO)
+
+run: build
+	@echo "==> redis-server on 127.0.0.1:$(PORT) with padlock loaded"
+	@echo "    connect: redis-cli -p $(PORT)    try: LOCK.ACQUIRE mylock me 30000"
+	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
+		--loadmodule $(abspath $(SO))
+
+test: build
+	@scripts/deps.sh --python
+	cargo test --release --lib
+	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test '*'
+	@echo "==> Python suite on Redis $$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(command -v redis-server) $(PYTEST)
+	@echo "==> Python suite on Valkey 9.1"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST)
+
+lint: deps
+	cargo fmt --all -- --check
+	cargo clippy --release --all-targets -- -D warnings
+
+bench: build
+	@scripts/deps.sh --python
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/bench.py
+
+clean:
+	cargo clean
+	rm -rf $(VENV)

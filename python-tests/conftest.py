@@ -1,0 +1,193 @@
+"""Fixtures: real servers (Redis 7.0 from Debian, or the binary named by
+PADLOCK_SERVER) with the module loaded, each on a free loopback port in its
+own temp dir, stopped afterwards. A server that died during a test fails the
+test loudly with the tail of its log."""
+
+import os
+import pathlib
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
+SERVER = os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
+
+
+def _port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(cluster=False):
+    """A free loopback port; for cluster nodes also port+10000 (the bus),
+    so it stays at or below 55535."""
+    for _ in range(500):
+        if cluster:
+            port = random.randint(20000, 55535)
+            if _port_free(port) and _port_free(port + 10000):
+                return port
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port <= 55535 and _port_free(port):
+                return port
+    raise RuntimeError("no free port")
+
+
+class Server:
+    def __init__(self, tmpdir, module_args=(), extra=(), port=None, cluster=False):
+        self.dir = pathlib.Path(tmpdir)
+        self.module_args = list(module_args)
+        self.extra = list(extra)
+        self.port = port or free_port(cluster)
+        self.proc = None
+        self.log = self.dir / f"server-{self.port}.log"
+        self.clients = []
+
+    def argv(self):
+        return [
+            SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.dir), "--logfile", str(self.log),
+            "--save", "", "--appendonly", "no",
+            "--enable-debug-command", "yes",
+            "--loadmodule", SO, *self.module_args, *self.extra,
+        ]
+
+    def start(self):
+        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.tail()}")
+            try:
+                c = redis.Redis(port=self.port, socket_timeout=2)
+                c.ping()
+                # Wait for AOF/RDB loading to finish.
+                if c.info("persistence").get("loading", 0) == 0:
+                    c.close()
+                    return self
+                c.close()
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"server did not start:\n{self.tail()}")
+
+    def tail(self, n=40):
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def client(self, **kw):
+        kw.setdefault("socket_timeout", 10)
+        c = redis.Redis(port=self.port, **kw)
+        self.clients.append(c)
+        return c
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, save=False):
+        """Shuts down; fails loudly when the server had crashed."""
+        if self.proc is None:
+            return
+        for c in self.clients:
+            c.close()
+        self.clients = []
+        if self.proc.poll() is not None:
+            code = self.proc.returncode
+            self.proc = None
+            raise AssertionError(f"server on port {self.port} had died (exit {code}):\n{self.tail()}")
+        try:
+            c = redis.Redis(port=self.port, socket_timeout=5, retry=None)
+            c.execute_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+        except redis.ConnectionError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self, save=False, extra=None):
+        self.stop(save=save)
+        if extra is not None:
+            self.extra = list(extra)
+        return self.start()
+
+    def kill(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture
+def tmp_dir():
+    d = tempfile.mkdtemp(prefix="padlock-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def make_server(tmp_dir):
+    """Factory: make_server(module_args=..., extra=...) -> started Server."""
+    servers = []
+
+    def make(module_args=(), extra=(), subdir=None, **kw):
+        d = pathlib.Path(tmp_dir) / (subdir or f"s{len(servers)}")
+        d.mkdir(exist_ok=True)
+        s = Server(d, module_args, extra, **kw)
+        servers.append(s)
+        return s.start()
+
+    yield make
+    errors = []
+    for s in reversed(servers):
+        try:
+            s.stop()
+        except AssertionError as e:
+            errors.append(str(e))
+    if errors:
+        pytest.fail("\n\n".join(errors))
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server()
+
+
+@pytest.fixture
+def r(server):
+    return server.client()
+
+
+@pytest.fixture
+def r3(server):
+    return server.client(protocol=3)
+
+
+def is_valkey(client):
+    return "valkey_version" in client.info("server")
+
+
+def wait_for(pred, timeout=5.0, interval=0.01):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what `make run` / `make test` need and the machine lacks:
+# Debian's redis-server and libclang-dev (bindgen), and with `--python` a
+# local venv with the Python test packages. Safe to run again: it only acts
+# on what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "==> installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is missing: install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
+
+if [ "${1:-}" = "--python" ]; then
+  req=python-tests/requirements.txt
+  stamp=.venv/.installed
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv 2>/dev/null || {
+      $SUDO apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv .venv
+    }
+  fi
+  if [ ! -f "$stamp" ] || [ "$req" -nt "$stamp" ]; then
+    echo "==> installing Python test packages into .venv"
+    .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+    touch "$stamp"
+  fi
+fi

@@ -1,0 +1,469 @@
+//! Argument vectors to typed requests. Every range and syntax rule of the
+//! SPEC's errors table is checked here, before any key is touched, so a
+//! refused command never leaves partial state.
+
+use super::error::Error;
+
+/// Largest semaphore limit and permit count: 2^31 - 1.
+pub const MAX_PERMITS: i64 = i32::MAX as i64;
+/// Most keys one `LOCK.MACQUIRE` / `LOCK.MRELEASE` may name.
+pub const MAX_KEYS: i64 = 1024;
+
+/// Something that reads as the bytes of one command argument. The glue
+/// implements it for Redis strings, tests use plain byte slices.
+pub trait Arg {
+    fn bytes(&self) -> &[u8];
+}
+
+impl Arg for &[u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Arg for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Arg for &str {
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// The bounds in force (from the module configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_ttl_ms: i64,
+    pub max_holder_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_ttl_ms: 86_400_000,
+            max_holder_len: 512,
+        }
+    }
+}
+
+/// `LOCK.ACQUIRE key holder ttl-ms [BLOCK timeout-ms]`
+#[derive(Debug)]
+pub struct LockAcquire<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+    pub ttl_ms: i64,
+    pub block_ms: Option<i64>,
+}
+
+/// `LOCK.REENTER` / `LOCK.EXTEND` / `LOCK.WAITFOR key holder ttl-ms`
+#[derive(Debug)]
+pub struct KeyHolderTtl<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+    pub ttl_ms: i64,
+}
+
+/// `LOCK.RELEASE key holder`
+#[derive(Debug)]
+pub struct KeyHolder<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+}
+
+/// `LOCK.MACQUIRE numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms]`
+/// and, without ttl and options, `LOCK.MRELEASE`.
+#[derive(Debug)]
+pub struct MultiKey<'a, A> {
+    pub keys: &'a [A],
+    pub holder: &'a [u8],
+    pub ttl_ms: i64,
+    pub block_ms: Option<i64>,
+}
+
+/// `SEM.ACQUIRE key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms]`
+#[derive(Debug)]
+pub struct SemAcquire<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+    pub limit: u64,
+    pub ttl_ms: i64,
+    pub permits: u64,
+    pub block_ms: Option<i64>,
+}
+
+/// `SEM.RELEASE key holder [PERMITS n]` (`permits` None = all) and
+/// `SEM.EXTEND key holder ttl-ms [PERMITS n]` (`ttl_ms` set).
+#[derive(Debug)]
+pub struct SemHolder<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+    pub ttl_ms: i64,
+    pub permits: Option<u64>,
+}
+
+/// Parses a decimal integer the way Redis does: optional `-`, digits only,
+/// no spaces or `+`, within i64.
+pub fn parse_int(bytes: &[u8]) -> Option<i64> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+fn ranged(arg: &impl Arg, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
+    match parse_int(arg.bytes()) {
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(Error::Range { name, min, max }),
+    }
+}
+
+fn holder<'a>(arg: &'a impl Arg, limits: &Limits) -> Result<&'a [u8], Error> {
+    let h = arg.bytes();
+    if h.is_empty() || h.len() > limits.max_holder_len {
+        return Err(Error::HolderLength {
+            max: limits.max_holder_len,
+        });
+    }
+    Ok(h)
+}
+
+fn ttl(arg: &impl Arg, limits: &Limits) -> Result<i64, Error> {
+    ranged(arg, "ttl-ms", 1, limits.max_ttl_ms)
+}
+
+/// Trailing `NAME value` options; the last of a repeated option wins, as in
+/// Redis' own commands. `allowed` names the options this command takes.
+fn options<'a, A: Arg>(
+    rest: &'a [A],
+    allowed: &[&'static str],
+) -> Result<Vec<(&'static str, &'a A)>, Error> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        let name = allowed
+            .iter()
+            .find(|n| rest[i].bytes().eq_ignore_ascii_case(n.as_bytes()))
+            .ok_or(Error::Syntax)?;
+        let value = rest.get(i + 1).ok_or(Error::Syntax)?;
+        found.retain(|(n, _)| n != name);
+        found.push((*name, value));
+        i += 2;
+    }
+    Ok(found)
+}
+
+fn option<'a, A>(opts: &[(&'static str, &'a A)], name: &str) -> Option<&'a A> {
+    opts.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+fn block(opts: &[(&'static str, &impl Arg)], limits: &Limits) -> Result<Option<i64>, Error> {
+    option(opts, "BLOCK")
+        .map(|v| ranged(v, "timeout-ms", 0, limits.max_ttl_ms))
+        .transpose()
+}
+
+pub fn lock_acquire<'a, A: Arg>(
+    args: &'a [A],
+    limits: &Limits,
+) -> Result<LockAcquire<'a, A>, Error> {
+    if args.len() < 3 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    let ttl_ms = ttl(&args[2], limits)?;
+    let opts = options(&args[3..], &["BLOCK"])?;
+    Ok(LockAcquire {
+        key: &args[0],
+        holder,
+        ttl_ms,
+        block_ms: block(&opts, limits)?,
+    })
+}
+
+pub fn key_holder_ttl<'a, A: Arg>(
+    args: &'a [A],
+    limits: &Limits,
+) -> Result<KeyHolderTtl<'a, A>, Error> {
+    if args.len() != 3 {
+        return Err(Error::Arity);
+    }
+    Ok(KeyHolderTtl {
+        key: &args[0],
+        holder: holder(&args[1], limits)?,
+        ttl_ms: ttl(&args[2], limits)?,
+    })
+}
+
+pub fn key_holder<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<KeyHolder<'a, A>, Error> {
+    if args.len() != 2 {
+        return Err(Error::Arity);
+    }
+    Ok(KeyHolder {
+        key: &args[0],
+        holder: holder(&args[1], limits)?,
+    })
+}
+
+pub fn key_only<A: Arg>(args: &[A]) -> Result<&A, Error> {
+    match args {
+        [key] => Ok(key),
+        _ => Err(Error::Arity),
+    }
+}
+
+fn numkeys<A: Arg>(args: &[A], after: usize) -> Result<(&[A], &[A]), Error> {
+    let first = args.first().ok_or(Error::Arity)?;
+    let n = ranged(first, "numkeys", 1, MAX_KEYS)? as usize;
+    if args.len() < 1 + n + after {
+        return Err(Error::Arity);
+    }
+    let keys = &args[1..1 + n];
+    for (i, k) in keys.iter().enumerate() {
+        if keys[..i].iter().any(|o| o.bytes() == k.bytes()) {
+            return Err(Error::DuplicateKey(k.bytes().to_vec()));
+        }
+    }
+    Ok((keys, &args[1 + n..]))
+}
+
+pub fn lock_macquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<MultiKey<'a, A>, Error> {
+    let (keys, rest) = numkeys(args, 2)?;
+    let holder = holder(&rest[0], limits)?;
+    let ttl_ms = ttl(&rest[1], limits)?;
+    let opts = options(&rest[2..], &["BLOCK"])?;
+    Ok(MultiKey {
+        keys,
+        holder,
+        ttl_ms,
+        block_ms: block(&opts, limits)?,
+    })
+}
+
+pub fn lock_mrelease<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<MultiKey<'a, A>, Error> {
+    let (keys, rest) = numkeys(args, 1)?;
+    if rest.len() != 1 {
+        return Err(Error::Arity);
+    }
+    Ok(MultiKey {
+        keys,
+        holder: holder(&rest[0], limits)?,
+        ttl_ms: 0,
+        block_ms: None,
+    })
+}
+
+pub fn sem_acquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemAcquire<'a, A>, Error> {
+    if args.len() < 4 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    let limit = ranged(&args[2], "limit", 1, MAX_PERMITS)?;
+    let ttl_ms = ttl(&args[3], limits)?;
+    let opts = options(&args[4..], &["PERMITS", "BLOCK"])?;
+    let permits = match option(&opts, "PERMITS") {
+        None => 1,
+        Some(v) => match parse_int(v.bytes()) {
+            Some(n) if n > limit && n <= MAX_PERMITS => return Err(Error::PermitsOverLimit),
+            _ => ranged(v, "PERMITS", 1, limit)?,
+        },
+    };
+    Ok(SemAcquire {
+        key: &args[0],
+        holder,
+        limit: limit as u64,
+        ttl_ms,
+        permits: permits as u64,
+        block_ms: block(&opts, limits)?,
+    })
+}
+
+fn permits_option(rest: &[impl Arg]) -> Result<Option<u64>, Error> {
+    let opts = options(rest, &["PERMITS"])?;
+    Ok(option(&opts, "PERMITS")
+        .map(|v| ranged(v, "PERMITS", 1, MAX_PERMITS))
+        .transpose()?
+        .map(|n| n as u64))
+}
+
+pub fn sem_release<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemHolder<'a, A>, Error> {
+    if args.len() < 2 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    Ok(SemHolder {
+        key: &args[0],
+        holder,
+        ttl_ms: 0,
+        permits: permits_option(&args[2..])?,
+    })
+}
+
+pub fn sem_extend<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemHolder<'a, A>, Error> {
+    if args.len() < 3 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    let ttl_ms = ttl(&args[2], limits)?;
+    Ok(SemHolder {
+        key: &args[0],
+        holder,
+        ttl_ms,
+        permits: permits_option(&args[3..])?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<&[u8]> {
+        s.split(' ').map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_int(b"42"), Some(42));
+        assert_eq!(parse_int(b"-7"), Some(-7));
+        for bad in [
+            &b""[..],
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"1.5",
+            b"0x10",
+            b"-",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn acquire_parses_and_bounds() {
+        let l = Limits::default();
+        let a = v("k h 5000");
+        let r = lock_acquire(&a, &l).unwrap();
+        assert_eq!(
+            (r.key.bytes(), r.holder, r.ttl_ms, r.block_ms),
+            (&b"k"[..], &b"h"[..], 5000, None)
+        );
+        let a = v("k h 5000 block 0");
+        assert_eq!(lock_acquire(&a, &l).unwrap().block_ms, Some(0));
+        assert_eq!(lock_acquire(&v("k h"), &l).unwrap_err(), Error::Arity);
+        assert!(matches!(
+            lock_acquire(&v("k h 0"), &l),
+            Err(Error::Range { name: "ttl-ms", .. })
+        ));
+        assert!(matches!(
+            lock_acquire(&v("k h 86400001"), &l),
+            Err(Error::Range { .. })
+        ));
+        assert!(matches!(
+            lock_acquire(&v("k h x"), &l),
+            Err(Error::Range { .. })
+        ));
+        assert_eq!(
+            lock_acquire(&v("k h 10 BLOCK"), &l).unwrap_err(),
+            Error::Syntax
+        );
+        assert_eq!(
+            lock_acquire(&v("k h 10 NOPE 1"), &l).unwrap_err(),
+            Error::Syntax
+        );
+        assert!(matches!(
+            lock_acquire(&v("k h 10 BLOCK -1"), &l),
+            Err(Error::Range {
+                name: "timeout-ms",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn holder_length_is_bounded() {
+        let l = Limits {
+            max_ttl_ms: 10,
+            max_holder_len: 3,
+        };
+        let empty: Vec<&[u8]> = vec![b"k", b"", b"5"];
+        assert_eq!(
+            lock_acquire(&empty, &l).unwrap_err(),
+            Error::HolderLength { max: 3 }
+        );
+        assert!(lock_acquire(&v("k abcd 5"), &l).is_err());
+        assert!(lock_acquire(&v("k abc 5"), &l).is_ok());
+    }
+
+    #[test]
+    fn multi_key_forms() {
+        let l = Limits::default();
+        let a = v("2 a b h 100 BLOCK 5");
+        let r = lock_macquire(&a, &l).unwrap();
+        assert_eq!(r.keys.len(), 2);
+        assert_eq!((r.holder, r.ttl_ms, r.block_ms), (&b"h"[..], 100, Some(5)));
+        assert_eq!(
+            lock_macquire(&v("3 a b h 100"), &l).unwrap_err(),
+            Error::Arity
+        );
+        assert!(matches!(
+            lock_macquire(&v("0 h 100"), &l),
+            Err(Error::Range {
+                name: "numkeys",
+                ..
+            })
+        ));
+        assert_eq!(
+            lock_macquire(&v("2 a a h 100"), &l).unwrap_err(),
+            Error::DuplicateKey(b"a".to_vec())
+        );
+        assert_eq!(lock_mrelease(&v("2 a b h"), &l).unwrap().keys.len(), 2);
+        assert_eq!(
+            lock_mrelease(&v("2 a b h x"), &l).unwrap_err(),
+            Error::Arity
+        );
+    }
+
+    #[test]
+    fn semaphore_forms() {
+        let l = Limits::default();
+        let a = v("s h 3 100 PERMITS 2 BLOCK 50");
+        let r = sem_acquire(&a, &l).unwrap();
+        assert_eq!((r.limit, r.permits, r.block_ms), (3, 2, Some(50)));
+        assert_eq!(
+            sem_acquire(&v("s h 3 100 PERMITS 4"), &l).unwrap_err(),
+            Error::PermitsOverLimit
+        );
+        assert!(matches!(
+            sem_acquire(&v("s h 0 100"), &l),
+            Err(Error::Range { name: "limit", .. })
+        ));
+        assert!(matches!(
+            sem_acquire(&v("s h 2147483648 100"), &l),
+            Err(Error::Range { .. })
+        ));
+        assert!(matches!(
+            sem_acquire(&v("s h 3 100 PERMITS 0"), &l),
+            Err(Error::Range {
+                name: "PERMITS",
+                ..
+            })
+        ));
+        assert_eq!(sem_release(&v("s h"), &l).unwrap().permits, None);
+        assert_eq!(
+            sem_release(&v("s h PERMITS 2"), &l).unwrap().permits,
+            Some(2)
+        );
+        assert_eq!(
+            sem_release(&v("s h PERMITS"), &l).unwrap_err(),
+            Error::Syntax
+        );
+        assert_eq!(
+            sem_extend(&v("s h 10 PERMITS 3"), &l).unwrap().permits,
+            Some(3)
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! Every error reply padlock can give, worded in one place so that the texts
+//! the SPEC promises (`NOTHELD`, `DEADLOCK`, ranges, syntax) cannot drift
+//! between commands.
+
+use std::fmt::Write;
+
+/// A refused request. The glue turns it into an error reply verbatim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Wrong number of arguments; the glue answers with Redis' own wording.
+    Arity,
+    /// Unknown option, or an option without its value.
+    Syntax,
+    /// A numeric argument that is not an integer or out of its range.
+    Range {
+        name: &'static str,
+        min: i64,
+        max: i64,
+    },
+    /// Holder empty or longer than `max-holder-len`.
+    HolderLength { max: usize },
+    /// The same key twice in one multi-key call.
+    DuplicateKey(Vec<u8>),
+    /// `PERMITS n` larger than the semaphore limit in the same request.
+    PermitsOverLimit,
+    /// A reentry count that would overflow.
+    CountOverflow,
+    /// The key holds a value of another type.
+    WrongType,
+    /// The holder does not hold the key (or not enough permits of it).
+    NotHeld { key: Vec<u8>, holder: Vec<u8> },
+    /// Waiting would close a cycle in the wait-for graph; holds the cycle,
+    /// alternating holder, key, holder, ... and back to the first holder.
+    Deadlock(Vec<Vec<u8>>),
+    /// The restart grace is still running.
+    TryAgain,
+}
+
+impl Error {
+    /// The error line, without the leading `-`.
+    pub fn message(&self) -> String {
+        match self {
+            Error::Arity => "ERR wrong number of arguments".to_string(),
+            Error::Syntax => "ERR syntax error".to_string(),
+            Error::Range { name, min, max } => {
+                format!("ERR {name} must be an integer from {min} to {max}")
+            }
+            Error::HolderLength { max } => {
+                format!("ERR holder must be 1 to {max} bytes long")
+            }
+            Error::DuplicateKey(key) => {
+                format!("ERR duplicate key '{}' in one call", escape(key))
+            }
+            Error::PermitsOverLimit => "ERR PERMITS must not exceed limit".to_string(),
+            Error::CountOverflow => "ERR reentry count would overflow".to_string(),
+            Error::WrongType => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
+            }
+            Error::NotHeld { key, holder } => format!(
+                "NOTHELD '{}' is not held by '{}'",
+                escape(key),
+                escape(holder)
+            ),
+            Error::Deadlock(cycle) => {
+                let mut out = String::from("DEADLOCK");
+                for (i, node) in cycle.iter().enumerate() {
+                    out.push_str(if i == 0 { " " } else { " -> " });
+                    out.push_str(&escape(node));
+                }
+                out
+            }
+            Error::TryAgain => {
+                "TRYAGAIN restart grace is running, a holder from before the restart may still be working"
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// Renders bytes for an error line: printable ASCII as is, everything else
+/// (CR, LF, NUL, UTF-8 sequences) as `\xHH`, so no client bytes can break the
+/// RESP framing of an error reply.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if (0x20..0x7f).contains(&b) && b != b'\\' {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_keeps_printable_and_hexes_the_rest() {
+        assert_eq!(escape(b"acct:1"), "acct:1");
+        assert_eq!(escape(b"a\r\nb\0"), "a\\x0d\\x0ab\\x00");
+        assert_eq!(escape("é".as_bytes()), "\\xc3\\xa9");
+        assert_eq!(escape(b"back\\slash"), "back\\x5cslash");
+    }
+
+    #[test]
+    fn deadlock_names_the_cycle() {
+        let cycle = [&b"t1"[..], b"acct:1", b"t2", b"acct:2", b"t1"]
+            .iter()
+            .map(|s| s.to_vec())
+            .collect();
+        assert_eq!(
+            Error::Deadlock(cycle).message(),
+            "DEADLOCK t1 -> acct:1 -> t2 -> acct:2 -> t1"
+        );
+    }
+
+    #[test]
+    fn messages_never_contain_line_breaks() {
+        let e = Error::NotHeld {
+            key: b"k\r\n".to_vec(),
+            holder: b"\n".to_vec(),
+        };
+        assert!(!e.message().contains('\n') && !e.message().contains('\r'));
+        assert!(e.message().starts_with("NOTHELD "));
+    }
+}

@@ -1,0 +1,8 @@
+//! The pure core: every rule of the SPEC as plain Rust, with no Redis types
+//! and the clock passed in (`now_ms`), so it is tested without a server.
+
+pub mod args;
+pub mod error;
+pub mod fence;
+pub mod lock;
+pub mod semaphore;

@@ -1,0 +1,74 @@
+//! The two effect commands replicas and the AOF replay (see `replicate`).
+//! They set state outright and read no clock. Arguments are checked like
+//! any client input: they can be typed by hand too.
+
+use redis_module::{Context, RedisString, RedisValue};
+
+use crate::core::args::{parse_int, Arg, MAX_PERMITS};
+use crate::core::error::Error;
+use crate::core::lock::Lock;
+use crate::glue::config::MAX_HOLDER_LEN_CEILING;
+use crate::glue::fences;
+use crate::glue::key::Key;
+
+fn num(arg: &RedisString, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
+    match parse_int(arg.bytes()) {
+        Some(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(Error::Range { name, min, max }),
+    }
+}
+
+fn holder(arg: &RedisString) -> Result<&[u8], Error> {
+    let h = arg.bytes();
+    if h.is_empty() || h.len() > MAX_HOLDER_LEN_CEILING as usize {
+        return Err(Error::HolderLength {
+            max: MAX_HOLDER_LEN_CEILING as usize,
+        });
+    }
+    Ok(h)
+}
+
+fn replicate_verbatim(ctx: &Context) {
+    ctx.replicate_verbatim();
+}
+
+/// `PADLOCK.LOCKSET key holder count fence deadline-ms`
+pub fn lockset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let [_, name, h, count, fence, deadline] = args else {
+        return Err(Error::Arity);
+    };
+    let lock = Lock {
+        holder: holder(h)?.to_vec(),
+        count: num(count, "count", 1, i64::MAX)? as u64,
+        fence: num(fence, "fence", 1, i64::MAX)? as u64,
+    };
+    let deadline = num(deadline, "deadline-ms", 0, i64::MAX)?;
+    let mut key = Key::write(ctx, name);
+    key.lock()?;
+    fences::observe(lock.fence);
+    key.put_lock(lock);
+    if deadline > 0 {
+        key.set_expire_at(deadline);
+    }
+    replicate_verbatim(ctx);
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// `PADLOCK.SEMSET key holder limit permits deadline-ms`
+pub fn semset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let [_, name, h, limit, permits, deadline] = args else {
+        return Err(Error::Arity);
+    };
+    let holder = holder(h)?;
+    let limit = num(limit, "limit", 1, MAX_PERMITS)? as u64;
+    let permits = num(permits, "permits", 0, MAX_PERMITS)? as u64;
+    let deadline = num(deadline, "deadline-ms", 0, i64::MAX)?;
+    let mut key = Key::write(ctx, name);
+    super::sem::change(ctx, name, &mut key, None, limit, |s| {
+        s.set_limit(limit);
+        s.set_holder(holder, permits, deadline);
+        Ok(())
+    })?;
+    replicate_verbatim(ctx);
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}

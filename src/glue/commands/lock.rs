@@ -1,0 +1,250 @@
+//! `LOCK.*`: parse, open the key, let `core::lock` decide, apply and
+//! replicate the effect, reply.
+
+use redis_module::{Context, NotifyEvent, RedisString, RedisValue};
+
+use crate::core::args::{self, Arg};
+use crate::core::error::Error;
+use crate::core::lock::{self, Effect, Grant, Lock};
+use crate::glue::config::limits;
+use crate::glue::info::{self, bump};
+use crate::glue::key::Key;
+use crate::glue::{fences, now_ms, replicate};
+
+/// Writes `effect` to the key and sends the same state to replicas.
+pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Effect) {
+    match effect {
+        Effect::Put { lock, deadline_ms } => {
+            replicate::lock_set(ctx, name, &lock, deadline_ms);
+            key.put_lock(lock);
+            key.set_expire_at(deadline_ms);
+        }
+        Effect::Touch { count, deadline_ms } => {
+            if let Some(d) = deadline_ms {
+                key.set_expire_at(d);
+            }
+            let deadline = key.expire_at().unwrap_or(0);
+            if let Ok(Some(l)) = key.lock() {
+                l.count = count;
+                replicate::lock_set(ctx, name, l, deadline);
+            }
+        }
+        Effect::Free => {
+            key.delete();
+            replicate::del(ctx, name);
+        }
+    }
+}
+
+pub(crate) fn notify(ctx: &Context, event: &str, key: &RedisString) {
+    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+}
+
+fn count_grant(g: &Grant) {
+    bump(if g.fresh {
+        &info::ACQUIRED
+    } else {
+        &info::REENTERED
+    });
+}
+
+/// Tries to take one lock for `holder` now; None when someone else has it.
+pub(crate) fn try_acquire(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<Option<Grant>, Error> {
+    let mut key = Key::write(ctx, name);
+    let decided = {
+        let cur = key.lock()?;
+        fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
+    };
+    let Some((grant, effect)) = decided else {
+        return Ok(None);
+    };
+    apply(ctx, name, &mut key, effect);
+    count_grant(&grant);
+    notify(ctx, "lock.acquire", name);
+    Ok(Some(grant))
+}
+
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::lock_acquire(&args[1..], &limits())?;
+    if req.block_ms.is_some() {
+        return Err(Error::Syntax);
+    }
+    match try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms())? {
+        Some(g) => Ok(RedisValue::Integer(g.fence as i64)),
+        None => {
+            bump(&info::CONTENDED);
+            Ok(RedisValue::Null)
+        }
+    }
+}
+
+pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    let mut key = Key::write(ctx, req.key);
+    let (count, effect) = {
+        let cur = key.lock()?;
+        lock::reenter(
+            req.key.bytes(),
+            cur.as_deref(),
+            req.holder,
+            req.ttl_ms,
+            now_ms(),
+        )?
+    };
+    apply(ctx, req.key, &mut key, effect);
+    bump(&info::REENTERED);
+    Ok(RedisValue::Integer(count as i64))
+}
+
+pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::key_holder(&args[1..], &limits())?;
+    let mut key = Key::write(ctx, req.key);
+    let (count, effect) = {
+        let cur = key.lock()?;
+        lock::release(req.key.bytes(), cur.as_deref(), req.holder)?
+    };
+    apply(ctx, req.key, &mut key, effect);
+    bump(&info::RELEASED);
+    notify(ctx, "lock.release", req.key);
+    Ok(RedisValue::Integer(count as i64))
+}
+
+pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    let mut key = Key::write(ctx, req.key);
+    let effect = {
+        let cur = key.lock()?;
+        lock::extend(
+            req.key.bytes(),
+            cur.as_deref(),
+            req.holder,
+            req.ttl_ms,
+            now_ms(),
+        )?
+    };
+    apply(ctx, req.key, &mut key, effect);
+    bump(&info::EXTENDED);
+    Ok(RedisValue::Integer(1))
+}
+
+/// ms left on a key's lease; -1 when it has no expiry (someone PERSISTed
+/// it), like `PTTL`.
+pub(crate) fn ttl_left(key: &Key, now: i64) -> i64 {
+    key.expire_at().map_or(-1, |at| (at - now).max(0))
+}
+
+pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let name = args::key_only(&args[1..])?;
+    let mut key = Key::read(ctx, name);
+    let now = now_ms();
+    let ttl = ttl_left(&key, now);
+    let Some(l) = key.lock()? else {
+        return Ok(RedisValue::Null);
+    };
+    let l: &Lock = l;
+    Ok(crate::glue::map(vec![
+        ("holder", RedisValue::StringBuffer(l.holder.clone())),
+        ("count", RedisValue::Integer(l.count as i64)),
+        ("fence", RedisValue::Integer(l.fence as i64)),
+        ("ttl", RedisValue::Integer(ttl)),
+        ("waiters", RedisValue::Integer(0)),
+    ]))
+}
+
+/// Declares the keys of `numkeys key [key ...]` commands to cluster routing,
+/// ACL and `COMMAND GETKEYS`. Returns true when this call was only that.
+fn declare_keys(ctx: &Context, args: &[RedisString]) -> bool {
+    if !ctx.is_keys_position_request() {
+        return false;
+    }
+    let n = args
+        .get(1)
+        .and_then(|a| args::parse_int(a.bytes()))
+        .unwrap_or(0)
+        .clamp(0, args.len() as i64 - 2);
+    for pos in 2..2 + n {
+        ctx.key_at_pos(pos as i32);
+    }
+    true
+}
+
+pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    if declare_keys(ctx, args) {
+        return Ok(RedisValue::NoReply);
+    }
+    let req = args::lock_macquire(&args[1..], &limits())?;
+    if req.block_ms.is_some() {
+        return Err(Error::Syntax);
+    }
+    match try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms())? {
+        Some(fences) => Ok(RedisValue::Array(
+            fences
+                .into_iter()
+                .map(|f| RedisValue::Integer(f as i64))
+                .collect(),
+        )),
+        None => {
+            bump(&info::CONTENDED);
+            Ok(RedisValue::Null)
+        }
+    }
+}
+
+/// All of `names` for `holder` now, or nothing.
+pub(crate) fn try_macquire(
+    ctx: &Context,
+    names: &[RedisString],
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<Option<Vec<u64>>, Error> {
+    let mut keys: Vec<Key> = names.iter().map(|n| Key::write(ctx, n)).collect();
+    let decided = {
+        let cur = keys
+            .iter_mut()
+            .map(|k| k.lock().map(|l| l.map(|l| &*l)))
+            .collect::<Result<Vec<_>, _>>()?;
+        fences::with(|f| lock::macquire(&cur, holder, ttl_ms, now, f))?
+    };
+    let Some(steps) = decided else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.iter_mut().zip(names)) {
+        apply(ctx, name, key, effect);
+        count_grant(&grant);
+        notify(ctx, "lock.acquire", name);
+        out.push(grant.fence);
+    }
+    Ok(Some(out))
+}
+
+pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    if declare_keys(ctx, args) {
+        return Ok(RedisValue::NoReply);
+    }
+    let req = args::lock_mrelease(&args[1..], &limits())?;
+    let mut keys: Vec<Key> = req.keys.iter().map(|n| Key::write(ctx, n)).collect();
+    let steps = {
+        let cur = keys
+            .iter_mut()
+            .map(|k| k.lock().map(|l| l.map(|l| &*l)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<&[u8]> = req.keys.iter().map(|k| k.bytes()).collect();
+        lock::mrelease(&names, &cur, req.holder)?
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    for ((count, effect), (key, name)) in steps.into_iter().zip(keys.iter_mut().zip(req.keys)) {
+        apply(ctx, name, key, effect);
+        bump(&info::RELEASED);
+        notify(ctx, "lock.release", name);
+        out.push(RedisValue::Integer(count as i64));
+    }
+    Ok(RedisValue::Array(out))
+}

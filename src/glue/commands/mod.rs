@@ -1,0 +1,107 @@
+//! Command handlers, one file per family. Each is wrapped so that a bug can
+//! only ever turn into an error reply, never a crashed server.
+
+pub mod internal;
+pub mod lock;
+pub mod sem;
+
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use crate::core::error::Error;
+
+type Body = fn(&Context, &[RedisString]) -> Result<RedisValue, Error>;
+
+fn run(ctx: &Context, args: Vec<RedisString>, body: Body) -> RedisResult {
+    match catch_unwind(AssertUnwindSafe(|| body(ctx, &args))) {
+        Ok(result) => super::reply(result),
+        Err(_) => Err(RedisError::Str(
+            "ERR padlock internal error, see the server log",
+        )),
+    }
+}
+
+macro_rules! handlers {
+    ($($name:ident => $body:path),* $(,)?) => {
+        $(
+            pub fn $name(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+                run(ctx, args, $body)
+            }
+        )*
+    };
+}
+
+handlers! {
+    lock_acquire => lock::acquire,
+    lock_reenter => lock::reenter,
+    lock_release => lock::release,
+    lock_extend => lock::extend,
+    lock_info => lock::info,
+    lock_macquire => lock::macquire,
+    lock_mrelease => lock::mrelease,
+    sem_acquire => sem::acquire,
+    sem_release => sem::release,
+    sem_extend => sem::extend,
+    sem_info => sem::info,
+    padlock_lockset => internal::lockset,
+    padlock_semset => internal::semset,
+}
+
+/// Commands and the ACL categories they get where the server supports
+/// them. `redis_module!` would refuse to load on Redis 7.0 if these were
+/// mandatory, so they are set here, best effort.
+const CATEGORIES: &[(&str, &str)] = &[
+    ("lock.acquire", "write fast"),
+    ("lock.reenter", "write fast"),
+    ("lock.release", "write fast"),
+    ("lock.extend", "write fast"),
+    ("lock.info", "read fast"),
+    ("lock.macquire", "write"),
+    ("lock.mrelease", "write"),
+    ("sem.acquire", "write fast"),
+    ("sem.release", "write fast"),
+    ("sem.extend", "write fast"),
+    ("sem.info", "read"),
+    ("padlock.lockset", "write"),
+    ("padlock.semset", "write"),
+];
+
+pub fn set_acl_categories(ctx: &Context) {
+    // SAFETY: reading the API table, written once at load.
+    let (set, get, add) = unsafe {
+        (
+            redis_module::raw::RedisModule_SetCommandACLCategories,
+            redis_module::raw::RedisModule_GetCommand,
+            redis_module::raw::RedisModule_AddACLCategory,
+        )
+    };
+    let (Some(set), Some(get)) = (set, get) else {
+        return;
+    };
+    let own = match (add, CString::new("padlock")) {
+        // SAFETY: called from OnLoad, as the API requires.
+        (Some(add), Ok(name)) => unsafe { add(ctx.ctx, name.as_ptr()) == 0 },
+        _ => false,
+    };
+    for (cmd, cats) in CATEGORIES {
+        let (Ok(name), Ok(with_own), Ok(plain)) = (
+            CString::new(*cmd),
+            CString::new(format!("{cats} padlock")),
+            CString::new(*cats),
+        ) else {
+            continue;
+        };
+        // SAFETY: the command was registered by `redis_module!` before init.
+        unsafe {
+            let c = get(ctx.ctx, name.as_ptr());
+            if c.is_null() {
+                continue;
+            }
+            if !(own && set(c, with_own.as_ptr()) == 0) {
+                set(c, plain.as_ptr());
+            }
+        }
+    }
+}

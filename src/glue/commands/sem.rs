@@ -1,0 +1,160 @@
+//! `SEM.*`: per-holder leases inside one key. Holders whose lease ran out
+//! are removed (and the removal replicated) by the master before any change,
+//! so replicas never expire holders by their own clock.
+
+use redis_module::redisvalue::RedisValueKey;
+use redis_module::{Context, RedisString, RedisValue};
+
+use crate::core::args::{self, Arg};
+use crate::core::error::Error;
+use crate::core::semaphore::Semaphore;
+use crate::glue::config::limits;
+use crate::glue::info::{self, bump};
+use crate::glue::key::Key;
+use crate::glue::{now_ms, replicate};
+
+/// Runs `f` on the semaphore stored at `key` (a new one with `new_limit`
+/// when the key is empty), then stores, re-times or deletes the key to
+/// match. With `expire_at = Some(now)` holders whose lease ended are
+/// removed first and each removal is replicated.
+pub(crate) fn change<R>(
+    ctx: &Context,
+    name: &RedisString,
+    key: &mut Key,
+    expire_at: Option<i64>,
+    new_limit: u64,
+    f: impl FnOnce(&mut Semaphore) -> Result<R, Error>,
+) -> Result<R, Error> {
+    let existing = key.sem()?.is_some();
+    let mut fresh = (!existing).then(|| Semaphore::new(new_limit));
+    let (result, empty, latest) = {
+        let sem: &mut Semaphore = match fresh.as_mut() {
+            Some(s) => s,
+            None => key.sem()?.ok_or(Error::WrongType)?,
+        };
+        if let Some(now) = expire_at {
+            for holder in sem.expire(now) {
+                replicate::sem_set(ctx, name, &holder, sem.limit(), 0, 0);
+                bump(&info::SEM_EXPIRED_HOLDERS);
+                bump(&info::EXPIRED);
+            }
+        }
+        let r = f(sem);
+        (r, sem.is_empty(), sem.latest_deadline())
+    };
+    match (fresh, empty, latest) {
+        (Some(s), false, Some(at)) => {
+            key.put_sem(s);
+            key.set_expire_at(at);
+        }
+        (None, true, _) => key.delete(),
+        (None, false, Some(at)) => key.set_expire_at(at),
+        _ => {}
+    }
+    result
+}
+
+/// Tries to take `permits` for `holder` now; None when not enough are free.
+pub(crate) fn try_acquire(
+    ctx: &Context,
+    name: &RedisString,
+    req: &args::SemAcquire<'_, RedisString>,
+    now: i64,
+) -> Result<Option<u64>, Error> {
+    let mut key = Key::write(ctx, name);
+    let got = change(ctx, name, &mut key, Some(now), req.limit, |s| {
+        let got = s.acquire(req.holder, req.limit, req.permits, req.ttl_ms, now);
+        if let (Some(total), Some(e)) = (got, s.holder(req.holder)) {
+            replicate::sem_set(ctx, name, req.holder, s.limit(), total, e.deadline_ms);
+        }
+        Ok(got)
+    })?;
+    if got.is_some() {
+        bump(&info::SEM_ACQUIRED);
+        super::lock::notify(ctx, "sem.acquire", name);
+    }
+    Ok(got)
+}
+
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::sem_acquire(&args[1..], &limits())?;
+    if req.block_ms.is_some() {
+        return Err(Error::Syntax);
+    }
+    match try_acquire(ctx, req.key, &req, now_ms())? {
+        Some(total) => Ok(RedisValue::Integer(total as i64)),
+        None => {
+            bump(&info::SEM_CONTENDED);
+            Ok(RedisValue::Null)
+        }
+    }
+}
+
+pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::sem_release(&args[1..], &limits())?;
+    let mut key = Key::write(ctx, req.key);
+    let left = change(ctx, req.key, &mut key, Some(now_ms()), 0, |s| {
+        let deadline = s.holder(req.holder).map_or(0, |e| e.deadline_ms);
+        let left = s.release(req.key.bytes(), req.holder, req.permits)?;
+        replicate::sem_set(ctx, req.key, req.holder, s.limit(), left, deadline);
+        Ok(left)
+    })?;
+    bump(&info::SEM_RELEASED);
+    super::lock::notify(ctx, "sem.release", req.key);
+    Ok(RedisValue::Integer(left as i64))
+}
+
+pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::sem_extend(&args[1..], &limits())?;
+    let mut key = Key::write(ctx, req.key);
+    let now = now_ms();
+    change(ctx, req.key, &mut key, Some(now), 0, |s| {
+        s.extend(req.key.bytes(), req.holder, req.ttl_ms, now)?;
+        if let Some(e) = s.holder(req.holder) {
+            replicate::sem_set(
+                ctx,
+                req.key,
+                req.holder,
+                s.limit(),
+                e.permits,
+                e.deadline_ms,
+            );
+        }
+        Ok(())
+    })?;
+    bump(&info::SEM_EXTENDED);
+    Ok(RedisValue::Integer(1))
+}
+
+pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let name = args::key_only(&args[1..])?;
+    let mut key = Key::read(ctx, name);
+    let Some(sem) = key.sem()? else {
+        return Ok(RedisValue::Null);
+    };
+    let view = sem.view(now_ms());
+    if view.holders.is_empty() {
+        // Every lease ran out; the master removes the key on its next write.
+        return Ok(RedisValue::Null);
+    }
+    let holders = view
+        .holders
+        .into_iter()
+        .map(|(h, permits, ttl)| {
+            (
+                RedisValueKey::BulkString(h),
+                RedisValue::Array(vec![
+                    RedisValue::Integer(permits as i64),
+                    RedisValue::Integer(ttl),
+                ]),
+            )
+        })
+        .collect();
+    Ok(crate::glue::map(vec![
+        ("limit", RedisValue::Integer(view.limit as i64)),
+        ("used", RedisValue::Integer(view.used as i64)),
+        ("available", RedisValue::Integer(view.available as i64)),
+        ("holders", RedisValue::OrderedMap(holders)),
+        ("waiters", RedisValue::Integer(0)),
+    ]))
+}

@@ -1,0 +1,83 @@
+//! `INFO padlock`: counters since the module loaded and a few gauges.
+
+use std::ffi::CString;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use redis_module::{raw, Context};
+
+pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
+pub static REENTERED: AtomicU64 = AtomicU64::new(0);
+pub static RELEASED: AtomicU64 = AtomicU64::new(0);
+pub static EXTENDED: AtomicU64 = AtomicU64::new(0);
+pub static CONTENDED: AtomicU64 = AtomicU64::new(0);
+pub static EXPIRED: AtomicU64 = AtomicU64::new(0);
+pub static SEM_ACQUIRED: AtomicU64 = AtomicU64::new(0);
+pub static SEM_RELEASED: AtomicU64 = AtomicU64::new(0);
+pub static SEM_EXTENDED: AtomicU64 = AtomicU64::new(0);
+pub static SEM_CONTENDED: AtomicU64 = AtomicU64::new(0);
+pub static SEM_EXPIRED_HOLDERS: AtomicU64 = AtomicU64::new(0);
+pub static DEADLOCKS: AtomicU64 = AtomicU64::new(0);
+pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
+
+/// Values alive in memory (created minus freed), all databases.
+pub static LOCKS: AtomicI64 = AtomicI64::new(0);
+pub static SEMAPHORES: AtomicI64 = AtomicI64::new(0);
+/// Set by the blocking layer.
+pub static BLOCKED_CLIENTS: AtomicI64 = AtomicI64::new(0);
+pub static WAIT_EDGES: AtomicI64 = AtomicI64::new(0);
+
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn gauge(g: &AtomicI64, delta: i64) {
+    g.fetch_add(delta, Ordering::Relaxed);
+}
+
+fn fields() -> Vec<(&'static str, i64)> {
+    let c = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
+    let g = |a: &AtomicI64| a.load(Ordering::Relaxed);
+    vec![
+        ("locks", g(&LOCKS)),
+        ("semaphores", g(&SEMAPHORES)),
+        ("blocked_clients", g(&BLOCKED_CLIENTS)),
+        ("wait_edges", g(&WAIT_EDGES)),
+        ("acquired", c(&ACQUIRED)),
+        ("reentered", c(&REENTERED)),
+        ("released", c(&RELEASED)),
+        ("extended", c(&EXTENDED)),
+        ("contended", c(&CONTENDED)),
+        ("expired", c(&EXPIRED)),
+        ("sem_acquired", c(&SEM_ACQUIRED)),
+        ("sem_released", c(&SEM_RELEASED)),
+        ("sem_extended", c(&SEM_EXTENDED)),
+        ("sem_contended", c(&SEM_CONTENDED)),
+        ("sem_expired_holders", c(&SEM_EXPIRED_HOLDERS)),
+        ("deadlocks", c(&DEADLOCKS)),
+        ("timeouts", c(&TIMEOUTS)),
+        ("handoffs", c(&HANDOFFS)),
+        ("last_fence", super::fences::last() as i64),
+    ]
+}
+
+extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    // SAFETY: called by Redis with a live info context.
+    unsafe {
+        rm!(RedisModule_InfoAddSection)(ctx, std::ptr::null_mut());
+        for (name, value) in fields() {
+            if let Ok(name) = CString::new(name) {
+                rm!(RedisModule_InfoAddFieldLongLong)(ctx, name.as_ptr(), value);
+            }
+        }
+    }
+}
+
+pub fn register(ctx: &Context) {
+    // SAFETY: called from OnLoad; replaces the info function registered by
+    // `redis_module!`, which knows nothing of padlock's fields.
+    unsafe {
+        rm!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(info_func));
+    }
+}

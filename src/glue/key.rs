@@ -1,0 +1,145 @@
+//! One open key, closed exactly once. Reads and writes padlock's two value
+//! types and the key's absolute expiry (there is no safe wrapper for the
+//! latter in `redis-module`, and its `to_raw_parts` closes keys twice).
+
+use std::os::raw::c_void;
+
+use redis_module::{raw, Context, RedisString};
+
+use super::info::{gauge, LOCKS, SEMAPHORES};
+use super::types::{LOCK_TYPE, SEM_TYPE};
+use crate::core::error::Error;
+use crate::core::lock::Lock;
+use crate::core::semaphore::Semaphore;
+
+pub struct Key {
+    ptr: *mut raw::RedisModuleKey,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Empty,
+    Lock,
+    Sem,
+    Other,
+}
+
+impl Key {
+    pub fn read(ctx: &Context, name: &RedisString) -> Key {
+        Self::open(ctx, name, raw::REDISMODULE_READ)
+    }
+
+    pub fn write(ctx: &Context, name: &RedisString) -> Key {
+        Self::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
+    }
+
+    fn open(ctx: &Context, name: &RedisString, mode: u32) -> Key {
+        // SAFETY: ctx and name are live for this command; the key is closed
+        // in Drop.
+        let ptr = unsafe { rm!(RedisModule_OpenKey)(ctx.ctx, name.inner, mode as i32) };
+        Key { ptr }
+    }
+
+    pub fn kind(&self) -> Kind {
+        if self.ptr.is_null() {
+            return Kind::Empty;
+        }
+        // SAFETY: ptr is an open key.
+        unsafe {
+            let t = rm!(RedisModule_KeyType)(self.ptr);
+            if t == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
+                return Kind::Empty;
+            }
+            if t != raw::REDISMODULE_KEYTYPE_MODULE as i32 {
+                return Kind::Other;
+            }
+            let mt = rm!(RedisModule_ModuleTypeGetType)(self.ptr);
+            if mt == *LOCK_TYPE.raw_type.borrow() {
+                Kind::Lock
+            } else if mt == *SEM_TYPE.raw_type.borrow() {
+                Kind::Sem
+            } else {
+                Kind::Other
+            }
+        }
+    }
+
+    fn value<T>(&mut self, want: Kind) -> Result<Option<&mut T>, Error> {
+        match self.kind() {
+            Kind::Empty => Ok(None),
+            k if k == want => {
+                // SAFETY: the key holds our type `want`, whose values are
+                // `Box<T>` pointers created by `put`.
+                let p = unsafe { rm!(RedisModule_ModuleTypeGetValue)(self.ptr) };
+                Ok(unsafe { (p as *mut T).as_mut() })
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    /// The lock stored here; `WRONGTYPE` for any other value.
+    pub fn lock(&mut self) -> Result<Option<&mut Lock>, Error> {
+        self.value(Kind::Lock)
+    }
+
+    /// The semaphore stored here; `WRONGTYPE` for any other value.
+    pub fn sem(&mut self) -> Result<Option<&mut Semaphore>, Error> {
+        self.value(Kind::Sem)
+    }
+
+    fn put<T>(&mut self, t: &redis_module::native_types::RedisType, value: T) {
+        let boxed = Box::into_raw(Box::new(value)) as *mut c_void;
+        // SAFETY: the key is open for writing; Redis owns the box from here
+        // and frees it through the type's free callback.
+        // Setting a value deletes the old one first, which is no removal
+        // by another hand.
+        super::types::deleting_on_purpose(|| unsafe {
+            rm!(RedisModule_ModuleTypeSetValue)(self.ptr, *t.raw_type.borrow(), boxed);
+        });
+    }
+
+    pub fn put_lock(&mut self, lock: Lock) {
+        gauge(&LOCKS, 1);
+        self.put(&LOCK_TYPE, lock)
+    }
+
+    pub fn put_sem(&mut self, sem: Semaphore) {
+        gauge(&SEMAPHORES, 1);
+        self.put(&SEM_TYPE, sem)
+    }
+
+    /// Absolute expiry in unix ms, None when the key has none.
+    pub fn expire_at(&self) -> Option<i64> {
+        if self.ptr.is_null() {
+            return None;
+        }
+        // SAFETY: open key.
+        let t = unsafe { rm!(RedisModule_GetAbsExpire)(self.ptr) };
+        (t >= 0).then_some(t)
+    }
+
+    pub fn set_expire_at(&mut self, at_ms: i64) {
+        // SAFETY: open key holding a value.
+        unsafe {
+            rm!(RedisModule_SetAbsExpire)(self.ptr, at_ms);
+        }
+    }
+
+    pub fn delete(&mut self) {
+        super::types::deleting_on_purpose(|| {
+            // SAFETY: open key.
+            unsafe {
+                rm!(RedisModule_DeleteKey)(self.ptr);
+            }
+        });
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: opened in `open`, closed only here.
+            unsafe { rm!(RedisModule_CloseKey)(self.ptr) };
+        }
+    }
+}
