@@ -191,3 +191,48 @@ def wait_for(pred, timeout=5.0, interval=0.01):
             return True
         time.sleep(interval)
     return pred()
+
+
+class Background:
+    """A command running on its own connection in a thread (for BLOCK)."""
+
+    def __init__(self, server, *cmd):
+        import threading
+        self.client = server.client(socket_timeout=30)
+        self.client_id = self.client.client_id()
+        self.value = None
+        self.error = None
+        self.done_at = None
+        self.thread = threading.Thread(target=self._run, args=(cmd,), daemon=True)
+        self.thread.start()
+
+    def _run(self, cmd):
+        try:
+            self.value = self.client.execute_command(*cmd)
+        except Exception as e:  # noqa: BLE001 - recorded for the test to check
+            self.error = e
+        self.done_at = time.time()
+
+    def result(self, timeout=10):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "still blocked"
+        if self.error:
+            raise self.error
+        return self.value
+
+    def done(self):
+        return not self.thread.is_alive()
+
+
+@pytest.fixture
+def bg(server):
+    """bg(*cmd) -> Background running cmd on a new connection."""
+    return lambda *cmd: Background(server, *cmd)
+
+
+def blocked(r):
+    return r.info("padlock")["padlock_blocked_clients"]
+
+
+def wait_blocked(r, n, timeout=5):
+    assert wait_for(lambda: blocked(r) == n, timeout=timeout), f"expected {n} blocked, got {blocked(r)}"

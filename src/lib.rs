@@ -27,6 +27,8 @@ redis_module! {
         ["lock.info", cmd::lock_info, "readonly fast", 1, 1, 1, AclCategory::None],
         ["lock.macquire", cmd::lock_macquire, "write deny-oom getkeys-api", 0, 0, 0, AclCategory::None],
         ["lock.mrelease", cmd::lock_mrelease, "write getkeys-api", 0, 0, 0, AclCategory::None],
+        ["lock.waitfor", cmd::lock_waitfor, "write fast", 1, 1, 1, AclCategory::None],
+        ["lock.graph", cmd::lock_graph, "readonly", 0, 0, 0, AclCategory::None],
         ["sem.acquire", cmd::sem_acquire, "write deny-oom fast", 1, 1, 1, AclCategory::None],
         ["sem.release", cmd::sem_release, "write fast", 1, 1, 1, AclCategory::None],
         ["sem.extend", cmd::sem_extend, "write deny-oom fast", 1, 1, 1, AclCategory::None],

@@ -5,4 +5,6 @@ pub mod args;
 pub mod error;
 pub mod fence;
 pub mod lock;
+pub mod queue;
 pub mod semaphore;
+pub mod waitgraph;

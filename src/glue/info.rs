@@ -24,9 +24,6 @@ pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 /// Values alive in memory (created minus freed), all databases.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);
 pub static SEMAPHORES: AtomicI64 = AtomicI64::new(0);
-/// Set by the blocking layer.
-pub static BLOCKED_CLIENTS: AtomicI64 = AtomicI64::new(0);
-pub static WAIT_EDGES: AtomicI64 = AtomicI64::new(0);
 
 pub fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
@@ -36,14 +33,19 @@ pub fn gauge(g: &AtomicI64, delta: i64) {
     g.fetch_add(delta, Ordering::Relaxed);
 }
 
-fn fields() -> Vec<(&'static str, i64)> {
+fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
     let g = |a: &AtomicI64| a.load(Ordering::Relaxed);
+    let (blocked, edges) = if for_crash_report {
+        (-1, -1)
+    } else {
+        super::waiting::gauges().unwrap_or((-1, -1))
+    };
     vec![
         ("locks", g(&LOCKS)),
         ("semaphores", g(&SEMAPHORES)),
-        ("blocked_clients", g(&BLOCKED_CLIENTS)),
-        ("wait_edges", g(&WAIT_EDGES)),
+        ("blocked_clients", blocked),
+        ("wait_edges", edges),
         ("acquired", c(&ACQUIRED)),
         ("reentered", c(&REENTERED)),
         ("released", c(&RELEASED)),
@@ -62,11 +64,11 @@ fn fields() -> Vec<(&'static str, i64)> {
     ]
 }
 
-extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     // SAFETY: called by Redis with a live info context.
     unsafe {
         rm!(RedisModule_InfoAddSection)(ctx, std::ptr::null_mut());
-        for (name, value) in fields() {
+        for (name, value) in fields(for_crash_report != 0) {
             if let Ok(name) = CString::new(name) {
                 rm!(RedisModule_InfoAddFieldLongLong)(ctx, name.as_ptr(), value);
             }

@@ -14,12 +14,14 @@ macro_rules! rm {
 }
 
 pub mod alloc;
+mod blocking;
 pub mod commands;
 pub mod config;
 pub mod info;
 mod key;
 mod replicate;
 pub mod types;
+mod waiting;
 
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{
@@ -88,7 +90,9 @@ pub mod fences {
 
 /// Called when a lock or semaphore key is removed by another hand (DEL,
 /// UNLINK, expiry, eviction).
-pub fn on_foreign_unlink(_key: &[u8], _kind: types::ValueKind) {}
+pub fn on_foreign_unlink(key: &[u8], _kind: types::ValueKind) {
+    waiting::on_unlink(key);
+}
 
 /// Keyspace events `expired` / `evicted`: a lease that ran out with the key.
 pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) {
@@ -111,6 +115,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         eprintln!("padlock: internal error (panic): {p}");
     }));
     commands::set_acl_categories(ctx);
+    waiting::init(ctx);
     info::register(ctx);
     Status::Ok
 }

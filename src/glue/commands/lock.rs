@@ -9,7 +9,8 @@ use crate::core::lock::{self, Effect, Grant, Lock};
 use crate::glue::config::limits;
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
-use crate::glue::{fences, now_ms, replicate};
+use crate::glue::waiting::{self, Want};
+use crate::glue::{blocking, fences, now_ms, replicate};
 
 /// Writes `effect` to the key and sends the same state to replicas.
 pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Effect) {
@@ -67,19 +68,45 @@ pub(crate) fn try_acquire(
     apply(ctx, name, &mut key, effect);
     count_grant(&grant);
     notify(ctx, "lock.acquire", name);
+    waiting::acquired(ctx, holder, name);
     Ok(Some(grant))
+}
+
+/// With waiters queued, a key belongs to the head of its queue: only the
+/// current holder may still reenter it.
+fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool, Error> {
+    if !waiting::has_waiters(&waiting::key_id(ctx, name)) {
+        return Ok(true);
+    }
+    let mut key = Key::read(ctx, name);
+    Ok(key.lock()?.is_some_and(|l| l.holder == holder))
+}
+
+/// The BLOCK timeout when this call may really block.
+pub(crate) fn block_for(ctx: &Context, block_ms: Option<i64>) -> Option<i64> {
+    block_ms.filter(|_| blocking::can_block(ctx))
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
-    if req.block_ms.is_some() {
-        return Err(Error::Syntax);
+    if open_to(ctx, req.key, req.holder)? {
+        if let Some(g) = try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms())? {
+            waiting::after_write(ctx, req.key);
+            return Ok(RedisValue::Integer(g.fence as i64));
+        }
     }
-    match try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms())? {
-        Some(g) => Ok(RedisValue::Integer(g.fence as i64)),
-        None => {
-            bump(&info::CONTENDED);
-            Ok(RedisValue::Null)
+    bump(&info::CONTENDED);
+    match block_for(ctx, req.block_ms) {
+        None => Ok(RedisValue::Null),
+        Some(timeout) => {
+            let want = Want::Lock { ttl_ms: req.ttl_ms };
+            waiting::wait(
+                ctx,
+                req.holder,
+                std::slice::from_ref(req.key),
+                want,
+                timeout,
+            )
         }
     }
 }
@@ -98,7 +125,9 @@ pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         )?
     };
     apply(ctx, req.key, &mut key, effect);
+    drop(key);
     bump(&info::REENTERED);
+    waiting::after_write(ctx, req.key);
     Ok(RedisValue::Integer(count as i64))
 }
 
@@ -110,8 +139,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         lock::release(req.key.bytes(), cur.as_deref(), req.holder)?
     };
     apply(ctx, req.key, &mut key, effect);
+    drop(key);
     bump(&info::RELEASED);
     notify(ctx, "lock.release", req.key);
+    waiting::after_write(ctx, req.key);
     Ok(RedisValue::Integer(count as i64))
 }
 
@@ -129,7 +160,9 @@ pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
         )?
     };
     apply(ctx, req.key, &mut key, effect);
+    drop(key);
     bump(&info::EXTENDED);
+    waiting::after_write(ctx, req.key);
     Ok(RedisValue::Integer(1))
 }
 
@@ -153,7 +186,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("count", RedisValue::Integer(l.count as i64)),
         ("fence", RedisValue::Integer(l.fence as i64)),
         ("ttl", RedisValue::Integer(ttl)),
-        ("waiters", RedisValue::Integer(0)),
+        ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
     ]))
 }
 
@@ -179,19 +212,29 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         return Ok(RedisValue::NoReply);
     }
     let req = args::lock_macquire(&args[1..], &limits())?;
-    if req.block_ms.is_some() {
-        return Err(Error::Syntax);
+    let mut open = true;
+    for k in req.keys {
+        open &= open_to(ctx, k, req.holder)?;
     }
-    match try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms())? {
-        Some(fences) => Ok(RedisValue::Array(
-            fences
-                .into_iter()
-                .map(|f| RedisValue::Integer(f as i64))
-                .collect(),
-        )),
-        None => {
-            bump(&info::CONTENDED);
-            Ok(RedisValue::Null)
+    if open {
+        if let Some(fences) = try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms())? {
+            for k in req.keys {
+                waiting::after_write(ctx, k);
+            }
+            return Ok(RedisValue::Array(
+                fences
+                    .into_iter()
+                    .map(|f| RedisValue::Integer(f as i64))
+                    .collect(),
+            ));
+        }
+    }
+    bump(&info::CONTENDED);
+    match block_for(ctx, req.block_ms) {
+        None => Ok(RedisValue::Null),
+        Some(timeout) => {
+            let want = Want::Multi { ttl_ms: req.ttl_ms };
+            waiting::wait(ctx, req.holder, req.keys, want, timeout)
         }
     }
 }
@@ -222,6 +265,10 @@ pub(crate) fn try_macquire(
         notify(ctx, "lock.acquire", name);
         out.push(grant.fence);
     }
+    drop(keys);
+    for name in names {
+        waiting::acquired(ctx, holder, name);
+    }
     Ok(Some(out))
 }
 
@@ -246,5 +293,21 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         notify(ctx, "lock.release", name);
         out.push(RedisValue::Integer(count as i64));
     }
+    drop(keys);
+    for name in req.keys {
+        waiting::after_write(ctx, name);
+    }
     Ok(RedisValue::Array(out))
+}
+
+pub fn waitfor(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    waiting::waitfor(ctx, req.holder, req.key, req.ttl_ms)
+}
+
+pub fn graph(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    if args.len() != 1 {
+        return Err(Error::Arity);
+    }
+    Ok(waiting::graph(ctx))
 }

@@ -11,6 +11,7 @@ use crate::core::semaphore::Semaphore;
 use crate::glue::config::limits;
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
+use crate::glue::waiting::{self, Want};
 use crate::glue::{now_ms, replicate};
 
 /// Runs `f` on the semaphore stored at `key` (a new one with `new_limit`
@@ -58,34 +59,65 @@ pub(crate) fn change<R>(
 pub(crate) fn try_acquire(
     ctx: &Context,
     name: &RedisString,
-    req: &args::SemAcquire<'_, RedisString>,
+    holder: &[u8],
+    limit: u64,
+    permits: u64,
+    ttl_ms: i64,
     now: i64,
 ) -> Result<Option<u64>, Error> {
     let mut key = Key::write(ctx, name);
-    let got = change(ctx, name, &mut key, Some(now), req.limit, |s| {
-        let got = s.acquire(req.holder, req.limit, req.permits, req.ttl_ms, now);
-        if let (Some(total), Some(e)) = (got, s.holder(req.holder)) {
-            replicate::sem_set(ctx, name, req.holder, s.limit(), total, e.deadline_ms);
+    let got = change(ctx, name, &mut key, Some(now), limit, |s| {
+        let got = s.acquire(holder, limit, permits, ttl_ms, now);
+        if let (Some(total), Some(e)) = (got, s.holder(holder)) {
+            replicate::sem_set(ctx, name, holder, s.limit(), total, e.deadline_ms);
         }
         Ok(got)
     })?;
+    drop(key);
     if got.is_some() {
         bump(&info::SEM_ACQUIRED);
         super::lock::notify(ctx, "sem.acquire", name);
+        waiting::acquired(ctx, holder, name);
     }
     Ok(got)
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
-    if req.block_ms.is_some() {
-        return Err(Error::Syntax);
+    // With waiters queued nobody overtakes them, whatever they ask for.
+    if !waiting::has_waiters(&waiting::key_id(ctx, req.key)) {
+        let got = try_acquire(
+            ctx,
+            req.key,
+            req.holder,
+            req.limit,
+            req.permits,
+            req.ttl_ms,
+            now_ms(),
+        )?;
+        if let Some(total) = got {
+            return Ok(RedisValue::Integer(total as i64));
+        }
+    } else {
+        // Still a write: holders whose lease ran out leave now.
+        waiting::after_write(ctx, req.key);
     }
-    match try_acquire(ctx, req.key, &req, now_ms())? {
-        Some(total) => Ok(RedisValue::Integer(total as i64)),
-        None => {
-            bump(&info::SEM_CONTENDED);
-            Ok(RedisValue::Null)
+    bump(&info::SEM_CONTENDED);
+    match super::lock::block_for(ctx, req.block_ms) {
+        None => Ok(RedisValue::Null),
+        Some(timeout) => {
+            let want = Want::Sem {
+                limit: req.limit,
+                permits: req.permits,
+                ttl_ms: req.ttl_ms,
+            };
+            waiting::wait(
+                ctx,
+                req.holder,
+                std::slice::from_ref(req.key),
+                want,
+                timeout,
+            )
         }
     }
 }
@@ -99,8 +131,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         replicate::sem_set(ctx, req.key, req.holder, s.limit(), left, deadline);
         Ok(left)
     })?;
+    drop(key);
     bump(&info::SEM_RELEASED);
     super::lock::notify(ctx, "sem.release", req.key);
+    waiting::after_write(ctx, req.key);
     Ok(RedisValue::Integer(left as i64))
 }
 
@@ -122,7 +156,9 @@ pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
         }
         Ok(())
     })?;
+    drop(key);
     bump(&info::SEM_EXTENDED);
+    waiting::after_write(ctx, req.key);
     Ok(RedisValue::Integer(1))
 }
 
@@ -155,6 +191,6 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("used", RedisValue::Integer(view.used as i64)),
         ("available", RedisValue::Integer(view.available as i64)),
         ("holders", RedisValue::OrderedMap(holders)),
-        ("waiters", RedisValue::Integer(0)),
+        ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
     ]))
 }

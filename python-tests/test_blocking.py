@@ -1,0 +1,204 @@
+"""SPEC: Blocking rules — FIFO waits with server-side hand-off, timeouts,
+cleanup, lease expiry, DEL/FLUSH, MULTI/Lua, semaphores, multi-key."""
+
+import time
+
+import pytest
+import redis
+
+from conftest import blocked, wait_blocked, wait_for
+from test_locks import info
+from test_semaphores import sinfo
+
+
+def test_fifo_order_across_releases(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    waiters = []
+    for i, h in enumerate(["b", "c", "d"]):
+        waiters.append(bg("LOCK.ACQUIRE", "k", h, 10000, "BLOCK", 0))
+        wait_blocked(r, i + 1)
+    assert info(r, "k")["waiters"] == 3
+    holder = "a"
+    fences = []
+    for w, h in zip(waiters, ["b", "c", "d"]):
+        assert not w.done()
+        assert r.execute_command("LOCK.RELEASE", "k", holder) == 0
+        fences.append(w.result())
+        i = info(r, "k")
+        assert i["holder"] == h.encode() and i["fence"] == fences[-1]
+        holder = h
+    assert fences == sorted(fences)
+    assert info(r, "k")["waiters"] == 0
+
+
+def test_queued_key_is_not_free_for_newcomers(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k2", "x", 10000)
+    w = bg("LOCK.MACQUIRE", 2, "k1", "k2", "w", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    assert not r.exists("k1")
+    assert r.execute_command("LOCK.ACQUIRE", "k1", "other", 1000) is None, "k1 is the head's"
+    late = bg("LOCK.ACQUIRE", "k1", "late", 1000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    r.execute_command("LOCK.RELEASE", "k2", "x")
+    fences = w.result()
+    assert len(fences) == 2
+    assert info(r, "k1")["holder"] == b"w" and info(r, "k2")["holder"] == b"w"
+    assert not late.done()
+    r.execute_command("LOCK.MRELEASE", 2, "k1", "k2", "w")
+    assert late.result() > fences[1]
+
+
+def test_holder_may_reenter_while_others_wait(r, bg):
+    f = r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    w = bg("LOCK.ACQUIRE", "k", "b", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    assert r.execute_command("LOCK.ACQUIRE", "k", "a", 10000) == f
+    r.execute_command("LOCK.RELEASE", "k", "a")
+    assert not w.done()
+    r.execute_command("LOCK.RELEASE", "k", "a")
+    assert w.result() > f
+
+
+def test_timeout_replies_nil_and_leaves_the_queue(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    t0 = time.time()
+    w = bg("LOCK.ACQUIRE", "k", "b", 1000, "BLOCK", 200)
+    assert w.result() is None
+    assert 0.15 < w.done_at - t0 < 2
+    assert blocked(r) == 0 and info(r, "k")["waiters"] == 0
+    assert r.info("padlock")["padlock_timeouts"] == 1
+    assert r.execute_command("LOCK.GRAPH") == []
+
+
+def test_client_unblock_replies_nil(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    w = bg("LOCK.ACQUIRE", "k", "b", 1000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    assert r.client_unblock(w.client_id) == 1
+    assert w.result() is None
+    assert blocked(r) == 0
+
+
+def test_disconnect_leaves_queue_and_graph(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    gone = bg("LOCK.ACQUIRE", "k", "b", 1000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    nxt = bg("LOCK.ACQUIRE", "k", "c", 1000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    assert len(r.execute_command("LOCK.GRAPH")) == 2
+    r.client_kill_filter(_id=gone.client_id)
+    wait_blocked(r, 1)
+    assert info(r, "k")["waiters"] == 1
+    assert [e[0] for e in r.execute_command("LOCK.GRAPH")] == [b"c"]
+    r.execute_command("LOCK.RELEASE", "k", "a")
+    assert nxt.result() > 0
+    assert info(r, "k")["holder"] == b"c"
+
+
+def test_disconnect_of_head_serves_the_next(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k2", "x", 10000)
+    head = bg("LOCK.MACQUIRE", 2, "k1", "k2", "w", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    behind = bg("LOCK.ACQUIRE", "k1", "b", 10000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    r.client_kill_filter(_id=head.client_id)
+    assert behind.result() > 0, "k1 was free; its new head is served at once"
+
+
+def test_lease_expiry_hands_over_promptly(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 300)
+    deadline = time.time() + r.pttl("k") / 1000
+    w = bg("LOCK.ACQUIRE", "k", "b", 10000, "BLOCK", 0)
+    assert w.result() > 0
+    late_ms = (w.done_at - deadline) * 1000
+    assert late_ms < 50, f"handed over {late_ms:.1f} ms after the lease ended"
+    assert info(r, "k")["holder"] == b"b"
+    assert r.info("padlock")["padlock_handoffs"] == 1
+
+
+@pytest.mark.parametrize("how", ["DEL", "UNLINK", "FLUSHDB", "FLUSHALL"])
+def test_removal_serves_the_first_waiter(r, bg, how):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    w = bg("LOCK.ACQUIRE", "k", "b", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    if how in ("DEL", "UNLINK"):
+        r.execute_command(how, "k")
+    else:
+        r.execute_command(how)
+    assert w.result() > 0
+    assert info(r, "k")["holder"] == b"b"
+
+
+def test_multi_and_lua_never_block(r):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    p = r.pipeline(transaction=True)
+    p.execute_command("LOCK.ACQUIRE", "k", "b", 1000, "BLOCK", 0)
+    p.execute_command("SEM.ACQUIRE", "s", "x", 1, 1000)
+    p.execute_command("SEM.ACQUIRE", "s", "y", 1, 1000, "BLOCK", 0)
+    assert p.execute() == [None, 1, None]
+    assert r.eval("return redis.call('LOCK.ACQUIRE', KEYS[1], 'b', 100, 'BLOCK', 0)", 1, "k") is None
+    assert blocked(r) == 0
+
+
+def test_wrongtype_while_waiting(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    w = bg("LOCK.ACQUIRE", "k", "b", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    p = r.pipeline(transaction=True)
+    p.delete("k")
+    p.set("k", "string")
+    p.execute()
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        w.result()
+    assert r.get("k") == b"string"
+
+
+def test_semaphore_fifo_no_overtaking(r, bg):
+    r.execute_command("SEM.ACQUIRE", "s", "a", 3, 10000, "PERMITS", 2)
+    big = bg("SEM.ACQUIRE", "s", "big", 3, 10000, "PERMITS", 2, "BLOCK", 0)
+    wait_blocked(r, 1)
+    assert r.execute_command("SEM.ACQUIRE", "s", "small", 3, 10000) is None, "1 is free, but big is first"
+    small = bg("SEM.ACQUIRE", "s", "small", 3, 10000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    assert sinfo(r, "s")["waiters"] == 2
+    r.execute_command("SEM.RELEASE", "s", "a")
+    assert big.result() == 2
+    assert small.result() == 1, "served in the same hand-off"
+    assert sinfo(r, "s")["used"] == 3
+
+
+def test_semaphore_holder_lease_expiry_hands_over(r, bg):
+    r.execute_command("SEM.ACQUIRE", "s", "short", 1, 200)
+    t_end = time.time() + 0.2
+    w = bg("SEM.ACQUIRE", "s", "next", 1, 10000, "BLOCK", 0)
+    assert w.result() == 1
+    assert (w.done_at - t_end) * 1000 < 60
+    assert list(sinfo(r, "s")["holders"]) == [b"next"]
+
+
+def test_macquire_block_waits_for_all(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "a", "x", 10000)
+    r.execute_command("LOCK.ACQUIRE", "b", "y", 10000)
+    w = bg("LOCK.MACQUIRE", 2, "a", "b", "w", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    r.execute_command("LOCK.RELEASE", "a", "x")
+    time.sleep(0.05)
+    assert not w.done() and not r.exists("a"), "a waits for b: nothing taken yet"
+    r.execute_command("LOCK.RELEASE", "b", "y")
+    fences = w.result()
+    assert len(fences) == 2 and info(r, "a")["holder"] == b"w"
+
+
+def test_grants_reach_the_replica(make_server):
+    from test_durability import start_pair, lock_state
+    from conftest import Background
+    master, replica, m, rep = start_pair(make_server)
+    m.execute_command("LOCK.ACQUIRE", "k", "a", 200)
+    w1 = Background(master, "LOCK.ACQUIRE", "k", "b", 400, "BLOCK", 0)
+    w2 = Background(master, "LOCK.ACQUIRE", "k", "c", 30000, "BLOCK", 0)
+    f1 = w1.result()
+    f2 = w2.result()
+    assert f2 > f1
+    m.wait(1, 2000)
+    assert lock_state(rep, "k") == lock_state(m, "k") == (b"c", 1, f2)
+    assert abs(rep.pttl("k") - m.pttl("k")) < 100

@@ -1,0 +1,130 @@
+"""SPEC: Deadlock detection — cycles through BLOCK waiters and LOCK.WAITFOR
+edges, semaphore OR-waits, LOCK.GRAPH, edge expiry."""
+
+import time
+
+import pytest
+import redis
+
+from conftest import wait_blocked, wait_for
+
+
+def test_two_party_deadlock_through_block(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "a1", "t1", 10000)
+    r.execute_command("LOCK.ACQUIRE", "a2", "t2", 10000)
+    w = bg("LOCK.ACQUIRE", "a1", "t2", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    t0 = time.time()
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LOCK.ACQUIRE", "a2", "t1", 10000, "BLOCK", 0)
+    assert time.time() - t0 < 1, "reported at once, not after a timeout"
+    assert str(e.value) == "DEADLOCK t1 -> a2 -> t2 -> a1 -> t1"
+    assert r.info("padlock")["padlock_deadlocks"] == 1
+    assert r.info("padlock")["padlock_blocked_clients"] == 1
+    # t1 gives up and releases: t2 gets a1.
+    r.execute_command("LOCK.RELEASE", "a1", "t1")
+    assert w.result() > 0
+
+
+def test_three_party_deadlock_through_block(r, bg):
+    for k, h in (("a", "t1"), ("b", "t2"), ("c", "t3")):
+        r.execute_command("LOCK.ACQUIRE", k, h, 10000)
+    bg("LOCK.ACQUIRE", "b", "t1", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    bg("LOCK.ACQUIRE", "c", "t2", 10000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    with pytest.raises(redis.ResponseError, match=r"^DEADLOCK t3 -> a -> t1 -> b -> t2 -> c -> t3$"):
+        r.execute_command("LOCK.ACQUIRE", "a", "t3", 10000, "BLOCK", 0)
+
+
+def test_multi_key_block_deadlock(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "{x}1", "t1", 10000)
+    r.execute_command("LOCK.ACQUIRE", "{x}2", "t2", 10000)
+    bg("LOCK.ACQUIRE", "{x}1", "t2", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    with pytest.raises(redis.ResponseError, match="^DEADLOCK t1 -> {x}2 -> t2 -> {x}1 -> t1$"):
+        r.execute_command("LOCK.MACQUIRE", 2, "{x}1", "{x}2", "t1", 10000, "BLOCK", 0)
+
+
+def test_two_party_deadlock_through_waitfor(r):
+    r.execute_command("LOCK.ACQUIRE", "acct:1", "t1", 10000)
+    r.execute_command("LOCK.ACQUIRE", "acct:2", "t2", 10000)
+    assert r.execute_command("LOCK.WAITFOR", "acct:1", "t2", 5000) == 1
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LOCK.WAITFOR", "acct:2", "t1", 5000)
+    assert str(e.value) == "DEADLOCK t1 -> acct:2 -> t2 -> acct:1 -> t1"
+    graph = r.execute_command("LOCK.GRAPH")
+    assert len(graph) == 1, "the refused edge is not recorded"
+    assert graph[0][:3] == [b"t2", b"acct:1", [b"t1"]] and 4000 < graph[0][3] <= 5000
+
+
+def test_three_party_mixed_waitfor_and_block(r, bg):
+    for k, h in (("a", "t1"), ("b", "t2"), ("c", "t3")):
+        r.execute_command("LOCK.ACQUIRE", k, h, 10000)
+    assert r.execute_command("LOCK.WAITFOR", "b", "t1", 5000) == 1
+    bg("LOCK.ACQUIRE", "c", "t2", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    with pytest.raises(redis.ResponseError, match="^DEADLOCK t3 -> a -> t1 -> b -> t2 -> c -> t3$"):
+        r.execute_command("LOCK.WAITFOR", "a", "t3", 5000)
+    with pytest.raises(redis.ResponseError, match="^DEADLOCK"):
+        r.execute_command("LOCK.ACQUIRE", "a", "t3", 1000, "BLOCK", 100)
+
+
+def test_waitfor_nothing_to_wait_for(r):
+    assert r.execute_command("LOCK.WAITFOR", "free", "t1", 5000) == 0
+    r.execute_command("LOCK.ACQUIRE", "mine", "t1", 5000)
+    assert r.execute_command("LOCK.WAITFOR", "mine", "t1", 5000) == 0
+    assert r.execute_command("LOCK.GRAPH") == []
+    r.set("str", "v")
+    with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+        r.execute_command("LOCK.WAITFOR", "str", "t1", 5000)
+
+
+def test_waitfor_is_replaced_and_removed_on_acquire(r):
+    r.execute_command("LOCK.ACQUIRE", "a", "x", 10000)
+    r.execute_command("LOCK.ACQUIRE", "b", "y", 10000)
+    assert r.execute_command("LOCK.WAITFOR", "a", "t", 5000) == 1
+    assert r.execute_command("LOCK.WAITFOR", "b", "t", 5000) == 1
+    assert [e[1] for e in r.execute_command("LOCK.GRAPH")] == [b"b"]
+    r.execute_command("LOCK.RELEASE", "b", "y")
+    r.execute_command("LOCK.ACQUIRE", "b", "t", 1000)
+    assert r.execute_command("LOCK.GRAPH") == []
+
+
+def test_wait_edges_expire(r):
+    r.execute_command("LOCK.ACQUIRE", "a", "t1", 10000)
+    r.execute_command("LOCK.ACQUIRE", "b", "t2", 10000)
+    assert r.execute_command("LOCK.WAITFOR", "a", "t2", 150) == 1
+    assert r.info("padlock")["padlock_wait_edges"] == 1
+    time.sleep(0.25)
+    assert r.info("padlock")["padlock_wait_edges"] == 0
+    assert r.execute_command("LOCK.GRAPH") == []
+    assert r.execute_command("LOCK.WAITFOR", "b", "t1", 1000) == 1, "no cycle any more"
+
+
+def test_semaphore_or_wait_is_not_a_deadlock(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "L", "t1", 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "t2", 2, 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "t3", 2, 10000)
+    bg("LOCK.ACQUIRE", "L", "t2", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    # t3 is free to finish and give its permit back: no deadlock.
+    assert r.execute_command("SEM.ACQUIRE", "S", "t1", 2, 1000, "BLOCK", 100) is None
+    assert r.execute_command("LOCK.WAITFOR", "S", "t1", 1000) == 1
+    # Once t3 waits for L too, every permit holder is stuck on t1.
+    bg("LOCK.ACQUIRE", "L", "t3", 10000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    with pytest.raises(redis.ResponseError, match=r"^DEADLOCK t1 -> S -> t[23] -> L -> t1$"):
+        r.execute_command("SEM.ACQUIRE", "S", "t1", 2, 1000, "BLOCK", 0)
+
+
+def test_graph_lists_blocked_waiters(r, bg):
+    r.execute_command("SEM.ACQUIRE", "S", "h1", 1, 10000)
+    bg("SEM.ACQUIRE", "S", "w", 1, 10000, "BLOCK", 5000)
+    wait_blocked(r, 1)
+    bg("LOCK.ACQUIRE", "S2", "z", 100)
+    (edge,) = r.execute_command("LOCK.GRAPH")
+    assert edge[:3] == [b"w", b"S", [b"h1"]]
+    assert 4000 < edge[3] <= 5000
+    r.execute_command("SEM.RELEASE", "S", "h1")
+    assert wait_for(lambda: r.execute_command("LOCK.GRAPH") == [])

@@ -1,0 +1,232 @@
+//! The one wrapper over Redis' raw API for blocked clients, timers, the
+//! selected database and the flush event. Everything `unsafe` about
+//! blocking lives here; `waiting` holds the logic.
+//!
+//! Every blocked client is unblocked exactly once: by a grant
+//! (`unblock(h, Some(reply))`), or from the timeout or disconnect callback
+//! after `waiting::forget` took it out of the queues. On Redis 7.0 the
+//! timeout callback can run for a client that was already granted in the
+//! same event-loop pass; the grant is then attached as private data and is
+//! what the client receives.
+
+use std::ffi::CString;
+use std::os::raw::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use redis_module::{raw, Context, ContextFlags};
+
+use super::info;
+use super::waiting;
+
+/// A blocked client's handle.
+pub struct Handle(*mut raw::RedisModuleBlockedClient);
+
+impl Handle {
+    pub fn id(&self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a granted waiter is told.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Int(i64),
+    Ints(Vec<i64>),
+    Error(String),
+}
+
+fn send(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
+    // SAFETY: ctx is the live context of the client being replied to.
+    unsafe {
+        match reply {
+            Reply::Int(v) => {
+                rm!(RedisModule_ReplyWithLongLong)(ctx, *v);
+            }
+            Reply::Ints(vs) => {
+                rm!(RedisModule_ReplyWithArray)(ctx, vs.len() as _);
+                for v in vs {
+                    rm!(RedisModule_ReplyWithLongLong)(ctx, *v);
+                }
+            }
+            Reply::Error(msg) => {
+                let msg = CString::new(msg.replace('\0', " "))
+                    .unwrap_or_else(|_| c"ERR padlock error".to_owned());
+                rm!(RedisModule_ReplyWithError)(ctx, msg.as_ptr());
+            }
+        }
+    }
+}
+
+fn send_nil(ctx: *mut raw::RedisModuleCtx) {
+    // SAFETY: live client context.
+    unsafe {
+        rm!(RedisModule_ReplyWithNull)(ctx);
+    }
+}
+
+fn grant_of(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Reply> {
+    // SAFETY: the private data is null or a Box<Reply> from `unblock`, kept
+    // alive by Redis until `free_privdata`.
+    unsafe { (rm!(RedisModule_GetBlockedClientPrivateData)(ctx) as *const Reply).as_ref() }
+}
+
+fn guarded(f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        eprintln!("padlock: internal error in a blocking callback");
+    }
+}
+
+unsafe extern "C" fn on_reply(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    guarded(|| match grant_of(ctx) {
+        Some(r) => send(ctx, r),
+        None => send_nil(ctx),
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn on_timeout(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    guarded(|| {
+        if let Some(r) = grant_of(ctx) {
+            // Granted and unblocked in this same pass: the grant stands.
+            send(ctx, r);
+            return;
+        }
+        send_nil(ctx);
+        let bc = rm!(RedisModule_GetBlockedClientHandle)(ctx);
+        if waiting::forget(bc as usize) {
+            info::bump(&info::TIMEOUTS);
+            rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
+        }
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn on_disconnect(
+    ctx: *mut raw::RedisModuleCtx,
+    bc: *mut raw::RedisModuleBlockedClient,
+) {
+    guarded(|| {
+        if grant_of(ctx).is_none() && waiting::forget(bc as usize) {
+            rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
+        }
+    });
+}
+
+unsafe extern "C" fn free_reply(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        drop(Box::from_raw(data as *mut Reply));
+    }
+}
+
+/// Blocks the client running the current command; 0 waits forever.
+pub fn block(ctx: &Context, timeout_ms: i64) -> Handle {
+    // SAFETY: called from a command that may block (see `can_block`).
+    unsafe {
+        let bc = rm!(RedisModule_BlockClient)(
+            ctx.ctx,
+            Some(on_reply),
+            Some(on_timeout),
+            Some(free_reply),
+            timeout_ms,
+        );
+        rm!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
+        Handle(bc)
+    }
+}
+
+/// Wakes a waiter with its grant.
+pub fn grant(h: Handle, reply: Reply) {
+    let data = Box::into_raw(Box::new(reply)) as *mut c_void;
+    // SAFETY: the handle came from `block` and was taken out of the queues,
+    // so this is its one unblock.
+    unsafe {
+        rm!(RedisModule_UnblockClient)(h.0, data);
+    }
+}
+
+/// False inside MULTI, Lua and module calls: `BLOCK` then acts as absent.
+pub fn can_block(ctx: &Context) -> bool {
+    !ctx.get_flags()
+        .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING)
+}
+
+/// Timers fire on replicas too; only a master may grant.
+pub fn is_master(ctx: &Context) -> bool {
+    ctx.get_flags().contains(ContextFlags::MASTER)
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: live context.
+    unsafe { rm!(RedisModule_GetSelectedDb)(ctx.ctx) }
+}
+
+/// Runs `f` with database `db` selected, then selects the previous one
+/// again (in a command, the selection would otherwise stick to the client).
+pub fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
+    let before = selected_db(ctx);
+    if before == db {
+        return f();
+    }
+    // SAFETY: live context; `db` was a valid database when it was recorded.
+    unsafe {
+        rm!(RedisModule_SelectDb)(ctx.ctx, db);
+    }
+    let r = f();
+    // SAFETY: as above.
+    unsafe {
+        rm!(RedisModule_SelectDb)(ctx.ctx, before);
+    }
+    r
+}
+
+unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    guarded(|| waiting::on_timer(&Context::new(ctx)));
+}
+
+/// A one-shot timer calling `waiting::on_timer`.
+pub fn start_timer(ctx: &Context, delay_ms: i64) -> u64 {
+    // SAFETY: live context; no data is attached.
+    unsafe {
+        rm!(RedisModule_CreateTimer)(ctx.ctx, delay_ms.max(0), Some(on_timer), ptr::null_mut())
+    }
+}
+
+pub fn stop_timer(ctx: &Context, id: u64) {
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: stopping an unknown id is a harmless error.
+    unsafe {
+        rm!(RedisModule_StopTimer)(ctx.ctx, id, &mut data);
+    }
+}
+
+unsafe extern "C" fn on_flush(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        guarded(waiting::on_flush);
+    }
+}
+
+/// FLUSHDB / FLUSHALL free every lock without per-key callbacks.
+pub fn subscribe_flush(ctx: &Context) {
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_FLUSHDB,
+        dataver: 1,
+    };
+    // SAFETY: called once from OnLoad.
+    unsafe {
+        rm!(RedisModule_SubscribeToServerEvent)(ctx.ctx, event, Some(on_flush));
+    }
+}

@@ -1,0 +1,485 @@
+//! Waiting without polling: the per-key FIFO queues of blocked clients,
+//! the wait-for graph, and the hand-off. A grant always happens inside the
+//! event that freed the key (a release, a lease that ran out, a DEL, a
+//! flush), before any other command runs, so no newcomer can barge in.
+//!
+//! Leases are Redis expiries, which Redis applies lazily; so while a key has
+//! waiters, a module timer is armed for the moment its lease (or, for a
+//! semaphore, its earliest holder lease) ends. Removals by other hands (DEL,
+//! UNLINK, eviction, active expiry, FLUSH*) arrive in callbacks that may not
+//! write, so they only note the key and arm the timer at once.
+//!
+//! State is main-thread only. No borrow of it is held across a call into
+//! Redis: a call may re-enter through the unlink callback, which therefore
+//! touches only `PENDING` and the timer.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use redis_module::{raw, Context, RedisString, RedisValue};
+
+use super::blocking::{self, Handle, Reply};
+use super::commands::{lock, sem};
+use super::info;
+use super::key::{Key, Kind};
+use super::now_ms;
+use crate::core::args::Arg;
+use crate::core::error::Error;
+use crate::core::queue::{Queues, WaiterId};
+use crate::core::waitgraph::{Held, Node, Source, WaitGraph};
+
+/// A key in a database.
+pub type KeyId = (i32, Vec<u8>);
+
+/// What a waiter asked for.
+#[derive(Debug, Clone, Copy)]
+pub enum Want {
+    Lock {
+        ttl_ms: i64,
+    },
+    Multi {
+        ttl_ms: i64,
+    },
+    Sem {
+        limit: u64,
+        permits: u64,
+        ttl_ms: i64,
+    },
+}
+
+struct Waiter {
+    handle: Handle,
+    holder: Vec<u8>,
+    want: Want,
+    db: i32,
+}
+
+#[derive(Default)]
+struct State {
+    queues: Queues<KeyId, Waiter>,
+    graph: WaitGraph<KeyId>,
+    by_handle: HashMap<usize, WaiterId>,
+    /// Keys with waiters -> when they may next free themselves.
+    watch: HashMap<KeyId, i64>,
+}
+
+impl State {
+    fn take(&mut self, id: WaiterId) -> Option<(Vec<KeyId>, Waiter)> {
+        let (keys, w) = self.queues.remove(id)?;
+        self.by_handle.remove(&w.handle.id());
+        self.graph.remove_blocked(&w.holder, id);
+        for k in &keys {
+            if !self.queues.has_waiters(k) {
+                self.watch.remove(k);
+            }
+        }
+        Some((keys, w))
+    }
+}
+
+/// Keys removed by other hands since the last timer; `true`: all keys.
+#[derive(Default)]
+struct Pending {
+    names: Vec<Vec<u8>>,
+    all: bool,
+}
+
+const MAX_PENDING: usize = 4096;
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
+    /// The armed timer: (id, fires at unix ms).
+    static TIMER: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
+}
+
+/// A context for arming timers from callbacks that have none.
+static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
+
+fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|s| f(&mut s.borrow_mut()))
+}
+
+pub fn init(ctx: &Context) {
+    // SAFETY: called from OnLoad; the detached context lives as long as the
+    // module and is only used to create and stop timers.
+    let detached = unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.ctx) };
+    TIMER_CTX.store(detached, Ordering::Relaxed);
+    blocking::subscribe_flush(ctx);
+}
+
+fn arm(at: i64) {
+    let ctx = Context::new(TIMER_CTX.load(Ordering::Relaxed));
+    if ctx.ctx.is_null() {
+        return;
+    }
+    if let Some((id, when)) = TIMER.get() {
+        if when <= at {
+            return;
+        }
+        blocking::stop_timer(&ctx, id);
+    }
+    let id = blocking::start_timer(&ctx, at - now_ms());
+    TIMER.set(Some((id, at)));
+}
+
+pub fn key_id(ctx: &Context, name: &RedisString) -> KeyId {
+    (blocking::selected_db(ctx), name.bytes().to_vec())
+}
+
+fn nobody_waits() -> bool {
+    STATE.with(|s| s.try_borrow().map_or(true, |s| s.queues.is_empty()))
+}
+
+pub fn has_waiters(key: &KeyId) -> bool {
+    !nobody_waits() && with(|s| s.queues.has_waiters(key))
+}
+
+/// Waiters queued on a key (for `LOCK.INFO` / `SEM.INFO`).
+pub fn waiters(ctx: &Context, name: &RedisString) -> i64 {
+    if nobody_waits() {
+        return 0;
+    }
+    let key = key_id(ctx, name);
+    with(|s| s.queues.len(&key)) as i64
+}
+
+/// (blocked clients, live wait edges) for `INFO`; None while busy.
+pub fn gauges() -> Option<(i64, i64)> {
+    let now = now_ms();
+    STATE.with(|s| {
+        s.try_borrow()
+            .ok()
+            .map(|s| (s.queues.waiting() as i64, s.graph.len(now) as i64))
+    })
+}
+
+/// The holder got the key: a declared wait for it is over.
+pub fn acquired(ctx: &Context, holder: &[u8], name: &RedisString) {
+    if STATE.with(|s| s.borrow().graph.is_empty()) {
+        return;
+    }
+    let key = key_id(ctx, name);
+    with(|s| s.graph.acquired(holder, &key));
+}
+
+/// After a write to a key that has waiters: serve them if they can be, and
+/// keep the timer on the key's new lease.
+pub fn after_write(ctx: &Context, name: &RedisString) {
+    if nobody_waits() {
+        return;
+    }
+    let key = key_id(ctx, name);
+    if with(|s| s.queues.has_waiters(&key)) {
+        serve(ctx, &key);
+    }
+}
+
+/// Who holds `name` now (in the selected database).
+fn held_now(ctx: &Context, name: &RedisString, now: i64) -> Result<Held, Error> {
+    let mut key = Key::read(ctx, name);
+    Ok(match key.kind() {
+        Kind::Lock => match key.lock()? {
+            Some(l) => Held::Lock(l.holder.clone()),
+            None => Held::Free,
+        },
+        Kind::Sem => match key.sem()? {
+            Some(s) => Held::Sem(s.view(now).holders.into_iter().map(|h| h.0).collect()),
+            None => Held::Free,
+        },
+        Kind::Empty => Held::Free,
+        Kind::Other => return Err(Error::WrongType),
+    })
+}
+
+fn held_at(ctx: &Context, key: &KeyId, now: i64) -> Held {
+    blocking::in_db(ctx, key.0, || {
+        let name = RedisString::create_from_slice(ctx.ctx, &key.1);
+        held_now(ctx, &name, now).unwrap_or(Held::Free)
+    })
+}
+
+fn render(cycle: Vec<Node<KeyId>>) -> Error {
+    Error::Deadlock(
+        cycle
+            .into_iter()
+            .map(|n| match n {
+                Node::Holder(h) => h,
+                Node::Key((_, name)) => name,
+            })
+            .collect(),
+    )
+}
+
+/// `Err(DEADLOCK ...)` when `holder` waiting for `key` would close a cycle.
+fn check_deadlock(ctx: &Context, holder: &[u8], key: &KeyId, now: i64) -> Result<(), Error> {
+    let cycle = STATE.with(|s| {
+        let s = s.borrow();
+        if s.graph.is_empty() {
+            return None;
+        }
+        s.graph
+            .cycle_if_waits(holder, key, now, |k| held_at(ctx, k, now))
+    });
+    match cycle {
+        Some(c) => {
+            info::bump(&info::DEADLOCKS);
+            Err(render(c))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Blocks the client on `keys` (all in the selected database), behind
+/// everyone already queued there, unless that would deadlock.
+pub fn wait(
+    ctx: &Context,
+    holder: &[u8],
+    names: &[RedisString],
+    want: Want,
+    timeout_ms: i64,
+) -> Result<RedisValue, Error> {
+    let now = now_ms();
+    let db = blocking::selected_db(ctx);
+    let keys: Vec<KeyId> = names.iter().map(|n| (db, n.bytes().to_vec())).collect();
+    for (key, name) in keys.iter().zip(names) {
+        match held_now(ctx, name, now)? {
+            Held::Lock(h) if h == holder => continue,
+            _ => check_deadlock(ctx, holder, key, now)?,
+        }
+    }
+    let handle = blocking::block(ctx, timeout_ms);
+    let expires = (timeout_ms > 0).then(|| now + timeout_ms);
+    with(|s| {
+        let hid = handle.id();
+        let waiter = Waiter {
+            handle,
+            holder: holder.to_vec(),
+            want,
+            db,
+        };
+        let id = s.queues.push(keys.clone(), waiter);
+        s.by_handle.insert(hid, id);
+        for k in &keys {
+            s.graph.add_blocked(holder, k.clone(), id, expires);
+        }
+    });
+    for k in &keys {
+        refresh(ctx, k);
+    }
+    Ok(RedisValue::NoReply)
+}
+
+/// A blocked client timed out, was unblocked or disconnected: it leaves
+/// the queues and the graph now; the keys it was queued on are served at
+/// once by the timer (whoever was behind it may be first now). False when
+/// the client was not waiting any more.
+pub fn forget(handle: usize) -> bool {
+    let keys = with(|s| {
+        let id = s.by_handle.get(&handle).copied()?;
+        s.take(id).map(|(keys, _)| keys)
+    });
+    let Some(keys) = keys else {
+        return false;
+    };
+    note_pending(keys.into_iter().map(|k| k.1));
+    true
+}
+
+fn note_pending(names: impl IntoIterator<Item = Vec<u8>>) {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        for n in names {
+            if p.names.len() >= MAX_PENDING {
+                p.all = true;
+                break;
+            }
+            p.names.push(n);
+        }
+    });
+    arm(now_ms());
+}
+
+/// A lock or semaphore key was removed by another hand.
+pub fn on_unlink(name: &[u8]) {
+    if !nobody_waits() {
+        note_pending([name.to_vec()]);
+    }
+}
+
+/// FLUSHDB / FLUSHALL: every key with waiters may be free now.
+pub fn on_flush() {
+    if nobody_waits() {
+        return;
+    }
+    PENDING.with(|p| p.borrow_mut().all = true);
+    arm(now_ms());
+}
+
+pub fn on_timer(ctx: &Context) {
+    TIMER.set(None);
+    if !blocking::is_master(ctx) {
+        return;
+    }
+    let now = now_ms();
+    let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let names: HashSet<Vec<u8>> = pending.names.into_iter().collect();
+    let due: Vec<KeyId> = with(|s| {
+        s.queues
+            .keys()
+            .filter(|k| {
+                pending.all || names.contains(&k.1) || s.watch.get(*k).is_some_and(|at| *at <= now)
+            })
+            .cloned()
+            .collect()
+    });
+    for key in &due {
+        serve(ctx, key);
+    }
+    let next = with(|s| s.watch.values().min().copied());
+    if let Some(at) = next {
+        arm(at);
+    }
+}
+
+/// Grants the head of `key`'s queue while it can be granted; semaphores
+/// may serve several waiters in a row.
+fn serve(ctx: &Context, key: &KeyId) {
+    if !blocking::is_master(ctx) {
+        return;
+    }
+    loop {
+        let next = with(|s| {
+            let id = s.queues.head(key)?;
+            if !s.queues.at_front_everywhere(id) {
+                return None;
+            }
+            let (keys, w) = s.queues.get(id)?;
+            Some((id, keys.clone(), w.holder.clone(), w.want, w.db))
+        });
+        let Some((id, keys, holder, want, db)) = next else {
+            break;
+        };
+        let outcome = blocking::in_db(ctx, db, || try_grant(ctx, &keys, &holder, want));
+        let reply = match outcome {
+            Ok(Some(reply)) => reply,
+            Ok(None) => break,
+            Err(e) => Reply::Error(e.message()),
+        };
+        let Some((_, w)) = with(|s| s.take(id)) else {
+            break;
+        };
+        info::bump(&info::HANDOFFS);
+        blocking::grant(w.handle, reply);
+    }
+    refresh(ctx, key);
+}
+
+fn try_grant(
+    ctx: &Context,
+    keys: &[KeyId],
+    holder: &[u8],
+    want: Want,
+) -> Result<Option<Reply>, Error> {
+    let names: Vec<RedisString> = keys
+        .iter()
+        .map(|k| RedisString::create_from_slice(ctx.ctx, &k.1))
+        .collect();
+    let now = now_ms();
+    Ok(match want {
+        Want::Lock { ttl_ms } => lock::try_acquire(ctx, &names[0], holder, ttl_ms, now)?
+            .map(|g| Reply::Int(g.fence as i64)),
+        Want::Multi { ttl_ms } => lock::try_macquire(ctx, &names, holder, ttl_ms, now)?
+            .map(|fs| Reply::Ints(fs.into_iter().map(|f| f as i64).collect())),
+        Want::Sem {
+            limit,
+            permits,
+            ttl_ms,
+        } => sem::try_acquire(ctx, &names[0], holder, limit, permits, ttl_ms, now)?
+            .map(|n| Reply::Int(n as i64)),
+    })
+}
+
+/// Keeps the timer on when `key` may next free itself (its lease end, or a
+/// semaphore's earliest holder lease end), while it has waiters.
+fn refresh(ctx: &Context, key: &KeyId) {
+    if !with(|s| s.queues.has_waiters(key)) {
+        with(|s| s.watch.remove(key));
+        return;
+    }
+    let at = blocking::in_db(ctx, key.0, || {
+        let name = RedisString::create_from_slice(ctx.ctx, &key.1);
+        let mut k = Key::read(ctx, &name);
+        match k.kind() {
+            Kind::Lock => k.expire_at(),
+            Kind::Sem => k.sem().ok().flatten().and_then(|s| s.earliest_deadline()),
+            _ => None,
+        }
+    });
+    // Redis counts a key as expired only once the clock is past its
+    // deadline: fire 1 ms after it.
+    let at = at.map(|t| t + 1);
+    with(|s| match at {
+        Some(t) => s.watch.insert(key.clone(), t),
+        None => s.watch.remove(key),
+    });
+    if let Some(t) = at {
+        arm(t);
+    }
+}
+
+/// `LOCK.WAITFOR`: 1 recorded, 0 nothing to wait for, or `DEADLOCK`.
+pub fn waitfor(
+    ctx: &Context,
+    holder: &[u8],
+    name: &RedisString,
+    ttl_ms: i64,
+) -> Result<RedisValue, Error> {
+    let now = now_ms();
+    let key = key_id(ctx, name);
+    let nothing = match held_now(ctx, name, now)? {
+        Held::Free => true,
+        Held::Lock(h) => h == holder,
+        Held::Sem(hs) => hs.is_empty() || hs.iter().any(|h| h == holder),
+    };
+    with(|s| s.graph.prune(now));
+    if nothing {
+        with(|s| s.graph.acquired(holder, &key));
+        return Ok(RedisValue::Integer(0));
+    }
+    check_deadlock(ctx, holder, &key, now)?;
+    with(|s| s.graph.declare(holder, key, now + ttl_ms));
+    Ok(RedisValue::Integer(1))
+}
+
+/// `LOCK.GRAPH`: `[waiter, key, [holders...], ttl-ms-left]` per edge.
+pub fn graph(ctx: &Context) -> RedisValue {
+    let now = now_ms();
+    let edges: Vec<(Vec<u8>, KeyId, Option<i64>, Source)> = with(|s| {
+        s.graph.prune(now);
+        s.graph
+            .edges(now)
+            .into_iter()
+            .map(|(h, e)| (h.to_vec(), e.key.clone(), e.expires_at, e.source))
+            .collect()
+    });
+    RedisValue::Array(
+        edges
+            .into_iter()
+            .map(|(waiter, key, expires, _)| {
+                let holders = match held_at(ctx, &key, now) {
+                    Held::Free => vec![],
+                    Held::Lock(h) => vec![h],
+                    Held::Sem(hs) => hs,
+                };
+                RedisValue::Array(vec![
+                    RedisValue::StringBuffer(waiter),
+                    RedisValue::StringBuffer(key.1),
+                    RedisValue::Array(holders.into_iter().map(RedisValue::StringBuffer).collect()),
+                    RedisValue::Integer(expires.map_or(-1, |t| (t - now).max(0))),
+                ])
+            })
+            .collect(),
+    )
+}
