@@ -128,3 +128,23 @@ def test_graph_lists_blocked_waiters(r, bg):
     assert 4000 < edge[3] <= 5000
     r.execute_command("SEM.RELEASE", "S", "h1")
     assert wait_for(lambda: r.execute_command("LOCK.GRAPH") == [])
+
+
+def test_three_party_deadlock_through_waitfor(r):
+    for k, h in (("a", "t1"), ("b", "t2"), ("c", "t3")):
+        r.execute_command("LOCK.ACQUIRE", k, h, 10000)
+    assert r.execute_command("LOCK.WAITFOR", "b", "t1", 5000) == 1
+    assert r.execute_command("LOCK.WAITFOR", "c", "t2", 5000) == 1
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LOCK.WAITFOR", "a", "t3", 5000)
+    assert str(e.value) == "DEADLOCK t3 -> a -> t1 -> b -> t2 -> c -> t3"
+    assert len(r.execute_command("LOCK.GRAPH")) == 2
+
+
+def test_deadlock_text_escapes_binary(r):
+    r.execute_command("LOCK.ACQUIRE", b"k\n1", b"t\x001", 10000)
+    r.execute_command("LOCK.ACQUIRE", "k2", "t2", 10000)
+    assert r.execute_command("LOCK.WAITFOR", b"k\n1", "t2", 5000) == 1
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LOCK.WAITFOR", "k2", b"t\x001", 5000)
+    assert str(e.value) == "DEADLOCK t\\x001 -> k2 -> t2 -> k\\x0a1 -> t\\x001"

@@ -2,12 +2,12 @@
 //! selected database and the flush event. Everything `unsafe` about
 //! blocking lives here; `waiting` holds the logic.
 //!
-//! Every blocked client is unblocked exactly once: by a grant
-//! (`unblock(h, Some(reply))`), or from the timeout or disconnect callback
-//! after `waiting::forget` took it out of the queues. On Redis 7.0 the
-//! timeout callback can run for a client that was already granted in the
-//! same event-loop pass; the grant is then attached as private data and is
-//! what the client receives.
+//! Clients are blocked without a Redis timeout: `waiting` runs the BLOCK
+//! timeouts on its own timer, so the only hand that unblocks a waiter is
+//! padlock's, exactly once, with its grant or with nil. (Redis 7.0 loses
+//! the reply of a client granted in the same event-loop pass in which its
+//! Redis timeout comes due.) The timeout callback remains for
+//! `CLIENT UNBLOCK`, the disconnect callback for clients that go away.
 
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
@@ -16,7 +16,6 @@ use std::ptr;
 
 use redis_module::{raw, Context, ContextFlags};
 
-use super::info;
 use super::waiting;
 
 /// A blocked client's handle.
@@ -28,9 +27,10 @@ impl Handle {
     }
 }
 
-/// What a granted waiter is told.
+/// What a woken waiter is told.
 #[derive(Debug, Clone)]
 pub enum Reply {
+    Nil,
     Int(i64),
     Ints(Vec<i64>),
     Error(String),
@@ -40,6 +40,9 @@ fn send(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
     // SAFETY: ctx is the live context of the client being replied to.
     unsafe {
         match reply {
+            Reply::Nil => {
+                rm!(RedisModule_ReplyWithNull)(ctx);
+            }
             Reply::Int(v) => {
                 rm!(RedisModule_ReplyWithLongLong)(ctx, *v);
             }
@@ -94,16 +97,16 @@ unsafe extern "C" fn on_timeout(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
+    // Only `CLIENT UNBLOCK` gets here (no Redis timeout is set).
     guarded(|| {
         if let Some(r) = grant_of(ctx) {
-            // Granted and unblocked in this same pass: the grant stands.
+            // Woken by padlock in this same pass: that reply stands.
             send(ctx, r);
             return;
         }
         send_nil(ctx);
         let bc = rm!(RedisModule_GetBlockedClientHandle)(ctx);
         if waiting::forget(bc as usize) {
-            info::bump(&info::TIMEOUTS);
             rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
         }
     });
@@ -127,8 +130,8 @@ unsafe extern "C" fn free_reply(_ctx: *mut raw::RedisModuleCtx, data: *mut c_voi
     }
 }
 
-/// Blocks the client running the current command; 0 waits forever.
-pub fn block(ctx: &Context, timeout_ms: i64) -> Handle {
+/// Blocks the client running the current command until `wake`.
+pub fn block(ctx: &Context) -> Handle {
     // SAFETY: called from a command that may block (see `can_block`).
     unsafe {
         let bc = rm!(RedisModule_BlockClient)(
@@ -136,15 +139,15 @@ pub fn block(ctx: &Context, timeout_ms: i64) -> Handle {
             Some(on_reply),
             Some(on_timeout),
             Some(free_reply),
-            timeout_ms,
+            0,
         );
         rm!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
         Handle(bc)
     }
 }
 
-/// Wakes a waiter with its grant.
-pub fn grant(h: Handle, reply: Reply) {
+/// Wakes a waiter with its reply (a grant, nil, or an error).
+pub fn wake(h: Handle, reply: Reply) {
     let data = Box::into_raw(Box::new(reply)) as *mut c_void;
     // SAFETY: the handle came from `block` and was taken out of the queues,
     // so this is its one unblock.

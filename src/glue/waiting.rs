@@ -14,7 +14,7 @@
 //! touches only `PENDING` and the timer.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::{raw, Context, RedisString, RedisValue};
@@ -53,6 +53,8 @@ struct Waiter {
     holder: Vec<u8>,
     want: Want,
     db: i32,
+    /// When `BLOCK timeout-ms` runs out; None waits forever.
+    timeout_at: Option<i64>,
 }
 
 #[derive(Default)]
@@ -62,12 +64,17 @@ struct State {
     by_handle: HashMap<usize, WaiterId>,
     /// Keys with waiters -> when they may next free themselves.
     watch: HashMap<KeyId, i64>,
+    /// (timeout, waiter) for waiters with a BLOCK timeout.
+    timeouts: BTreeSet<(i64, WaiterId)>,
 }
 
 impl State {
     fn take(&mut self, id: WaiterId) -> Option<(Vec<KeyId>, Waiter)> {
         let (keys, w) = self.queues.remove(id)?;
         self.by_handle.remove(&w.handle.id());
+        if let Some(t) = w.timeout_at {
+            self.timeouts.remove(&(t, id));
+        }
         self.graph.remove_blocked(&w.holder, id);
         for k in &keys {
             if !self.queues.has_waiters(k) {
@@ -75,6 +82,13 @@ impl State {
             }
         }
         Some((keys, w))
+    }
+
+    /// The next moment the timer must act: a lease end or a timeout.
+    fn next_event(&self) -> Option<i64> {
+        let lease = self.watch.values().min().copied();
+        let timeout = self.timeouts.first().map(|(t, _)| *t);
+        lease.into_iter().chain(timeout).min()
     }
 }
 
@@ -249,7 +263,7 @@ pub fn wait(
             _ => check_deadlock(ctx, holder, key, now)?,
         }
     }
-    let handle = blocking::block(ctx, timeout_ms);
+    let handle = blocking::block(ctx);
     let expires = (timeout_ms > 0).then(|| now + timeout_ms);
     with(|s| {
         let hid = handle.id();
@@ -258,20 +272,27 @@ pub fn wait(
             holder: holder.to_vec(),
             want,
             db,
+            timeout_at: expires,
         };
         let id = s.queues.push(keys.clone(), waiter);
         s.by_handle.insert(hid, id);
+        if let Some(t) = expires {
+            s.timeouts.insert((t, id));
+        }
         for k in &keys {
             s.graph.add_blocked(holder, k.clone(), id, expires);
         }
     });
+    if let Some(t) = expires {
+        arm(t);
+    }
     for k in &keys {
         refresh(ctx, k);
     }
     Ok(RedisValue::NoReply)
 }
 
-/// A blocked client timed out, was unblocked or disconnected: it leaves
+/// A blocked client was unblocked (`CLIENT UNBLOCK`) or disconnected: it leaves
 /// the queues and the graph now; the keys it was queued on are served at
 /// once by the timer (whoever was behind it may be first now). False when
 /// the client was not waiting any more.
@@ -317,12 +338,31 @@ pub fn on_flush() {
     arm(now_ms());
 }
 
+/// Wakes, with nil, every waiter whose BLOCK timeout has come.
+fn time_out(now: i64) {
+    let gone: Vec<(Vec<KeyId>, Waiter)> = with(|s| {
+        let due: Vec<WaiterId> = s
+            .timeouts
+            .iter()
+            .take_while(|(t, _)| *t <= now)
+            .map(|(_, id)| *id)
+            .collect();
+        due.into_iter().filter_map(|id| s.take(id)).collect()
+    });
+    for (keys, w) in gone {
+        info::bump(&info::TIMEOUTS);
+        blocking::wake(w.handle, Reply::Nil);
+        note_pending(keys.into_iter().map(|k| k.1));
+    }
+}
+
 pub fn on_timer(ctx: &Context) {
     TIMER.set(None);
+    let now = now_ms();
+    time_out(now);
     if !blocking::is_master(ctx) {
         return;
     }
-    let now = now_ms();
     let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
     let names: HashSet<Vec<u8>> = pending.names.into_iter().collect();
     let due: Vec<KeyId> = with(|s| {
@@ -337,8 +377,7 @@ pub fn on_timer(ctx: &Context) {
     for key in &due {
         serve(ctx, key);
     }
-    let next = with(|s| s.watch.values().min().copied());
-    if let Some(at) = next {
+    if let Some(at) = with(|s| s.next_event()) {
         arm(at);
     }
 }
@@ -356,11 +395,23 @@ fn serve(ctx: &Context, key: &KeyId) {
                 return None;
             }
             let (keys, w) = s.queues.get(id)?;
-            Some((id, keys.clone(), w.holder.clone(), w.want, w.db))
+            Some((
+                id,
+                keys.clone(),
+                w.holder.clone(),
+                w.want,
+                w.db,
+                w.timeout_at,
+            ))
         });
-        let Some((id, keys, holder, want, db)) = next else {
+        let Some((id, keys, holder, want, db, timeout_at)) = next else {
             break;
         };
+        if timeout_at.is_some_and(|t| t <= now_ms()) {
+            // Its time ran out first: nil, and on to the next in line.
+            time_out(now_ms());
+            continue;
+        }
         let outcome = blocking::in_db(ctx, db, || try_grant(ctx, &keys, &holder, want));
         let reply = match outcome {
             Ok(Some(reply)) => reply,
@@ -371,7 +422,7 @@ fn serve(ctx: &Context, key: &KeyId) {
             break;
         };
         info::bump(&info::HANDOFFS);
-        blocking::grant(w.handle, reply);
+        blocking::wake(w.handle, reply);
     }
     refresh(ctx, key);
 }
