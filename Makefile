@@ -6,7 +6,7 @@ PORT    ?= 6379
 VENV    := .venv
 PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 
-.PHONY: all deps build run test test-unit test-rust test-python lint bench clean
+.PHONY: all deps build run test lint bench soak clean
 
 all: build
 
@@ -39,6 +39,10 @@ lint: deps
 bench: build
 	@scripts/deps.sh --python
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/bench.py
+
+soak: build
+	@scripts/deps.sh --python
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/soak.py
 
 clean:
 	cargo clean

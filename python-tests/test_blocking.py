@@ -258,3 +258,35 @@ def test_semaphore_keyspace_events(server):
             events.append(m["data"].decode())
     assert events[:3] == ["sem.acquire", "sem.acquire", "sem.release"]
     p.close()
+
+
+def test_client_unblock_racing_a_grant_never_hangs(server):
+    """CLIENT UNBLOCK landing in the pass a waiter is granted: Redis 7.0
+    drops that reply. The waiter must then get nil, a fence it holds, or a
+    closed connection with the grant taken back; never a silent hang."""
+    import threading
+    from conftest import Background
+    r = server.client()
+    outcomes = set()
+    for i in range(40):
+        key = f"unb{i}"
+        r.execute_command("LOCK.ACQUIRE", key, "a", 30)
+        w = Background(server, "LOCK.ACQUIRE", key, "b", 5000, "BLOCK", 0)
+        w.client.connection_pool.connection_kwargs["socket_timeout"] = 5
+        deadline = time.time() + 0.028 + (i % 5) * 0.001
+        while time.time() < deadline:
+            pass
+        for _ in range(5):
+            r.client_unblock(w.client_id)
+            time.sleep(0.0005)
+        try:
+            got = w.result(timeout=8)
+        except redis.ConnectionError:
+            got = "dropped"
+        state = info(r, key)
+        if got is None or got == "dropped":
+            assert wait_for(lambda: (info(r, key) or {}).get("holder") != b"b"), i
+        else:
+            assert state["holder"] == b"b" and state["fence"] == got, i
+        outcomes.add("nil" if got is None else "dropped" if got == "dropped" else "fence")
+    assert wait_for(lambda: blocked(r) == 0)

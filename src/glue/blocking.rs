@@ -9,6 +9,7 @@
 //! Redis timeout comes due.) The timeout callback remains for
 //! `CLIENT UNBLOCK`, the disconnect callback for clients that go away.
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,15 +17,24 @@ use std::ptr;
 
 use redis_module::{raw, Context, ContextFlags};
 
-use super::waiting;
+use super::waiting::{self, Undo};
 
-/// A blocked client's handle.
-pub struct Handle(*mut raw::RedisModuleBlockedClient);
+/// A blocked client's handle, with the client's id.
+pub struct Handle(*mut raw::RedisModuleBlockedClient, u64);
 
 impl Handle {
     pub fn id(&self) -> usize {
         self.0 as usize
     }
+}
+
+/// What `wake` attaches to a blocked client: its reply, whether it was
+/// sent, and how to take back a grant that never reached the client.
+struct Wake {
+    reply: Reply,
+    sent: Cell<bool>,
+    undo: Option<Undo>,
+    client_id: u64,
 }
 
 /// What a woken waiter is told.
@@ -68,10 +78,15 @@ fn send_nil(ctx: *mut raw::RedisModuleCtx) {
     }
 }
 
-fn grant_of(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Reply> {
-    // SAFETY: the private data is null or a Box<Reply> from `unblock`, kept
-    // alive by Redis until `free_privdata`.
-    unsafe { (rm!(RedisModule_GetBlockedClientPrivateData)(ctx) as *const Reply).as_ref() }
+fn wake_of(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Wake> {
+    // SAFETY: the private data is null or a Box<Wake> from `wake`, kept
+    // alive by Redis until `free_wake`.
+    unsafe { (rm!(RedisModule_GetBlockedClientPrivateData)(ctx) as *const Wake).as_ref() }
+}
+
+fn deliver(ctx: *mut raw::RedisModuleCtx, w: &Wake) {
+    send(ctx, &w.reply);
+    w.sent.set(true);
 }
 
 fn guarded(f: impl FnOnce()) {
@@ -85,8 +100,8 @@ unsafe extern "C" fn on_reply(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    guarded(|| match grant_of(ctx) {
-        Some(r) => send(ctx, r),
+    guarded(|| match wake_of(ctx) {
+        Some(w) => deliver(ctx, w),
         None => send_nil(ctx),
     });
     raw::REDISMODULE_OK as c_int
@@ -99,9 +114,9 @@ unsafe extern "C" fn on_timeout(
 ) -> c_int {
     // Only `CLIENT UNBLOCK` gets here (no Redis timeout is set).
     guarded(|| {
-        if let Some(r) = grant_of(ctx) {
+        if let Some(w) = wake_of(ctx) {
             // Woken by padlock in this same pass: that reply stands.
-            send(ctx, r);
+            deliver(ctx, w);
             return;
         }
         send_nil(ctx);
@@ -118,15 +133,25 @@ unsafe extern "C" fn on_disconnect(
     bc: *mut raw::RedisModuleBlockedClient,
 ) {
     guarded(|| {
-        if grant_of(ctx).is_none() && waiting::forget(bc as usize) {
+        if wake_of(ctx).is_none() && waiting::forget(bc as usize) {
             rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
         }
     });
 }
 
-unsafe extern "C" fn free_reply(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    if !data.is_null() {
-        drop(Box::from_raw(data as *mut Reply));
+/// Redis is done with the client. A grant it never sent (the client went
+/// away, or Redis 7.0 dropped the reply because `CLIENT UNBLOCK` hit the
+/// client in the pass it was granted) is taken back, and the client is
+/// disconnected so that it does not wait forever for a reply.
+unsafe extern "C" fn free_wake(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    let w = Box::from_raw(data as *mut Wake);
+    if !w.sent.get() {
+        if let Some(undo) = w.undo {
+            guarded(|| waiting::lost(undo, w.client_id));
+        }
     }
 }
 
@@ -138,22 +163,35 @@ pub fn block(ctx: &Context) -> Handle {
             ctx.ctx,
             Some(on_reply),
             Some(on_timeout),
-            Some(free_reply),
+            Some(free_wake),
             0,
         );
         rm!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
-        Handle(bc)
+        Handle(bc, rm!(RedisModule_GetClientId)(ctx.ctx))
     }
 }
 
-/// Wakes a waiter with its reply (a grant, nil, or an error).
-pub fn wake(h: Handle, reply: Reply) {
-    let data = Box::into_raw(Box::new(reply)) as *mut c_void;
+/// Wakes a waiter with its reply (a grant, nil, or an error); `undo` takes
+/// the grant back should the reply never reach the client.
+pub fn wake(h: Handle, reply: Reply, undo: Option<Undo>) {
+    let wake = Wake {
+        reply,
+        sent: Cell::new(false),
+        undo,
+        client_id: h.1,
+    };
+    let data = Box::into_raw(Box::new(wake)) as *mut c_void;
     // SAFETY: the handle came from `block` and was taken out of the queues,
     // so this is its one unblock.
     unsafe {
         rm!(RedisModule_UnblockClient)(h.0, data);
     }
+}
+
+/// Disconnects a client (one that lost its reply, see `free_wake`).
+pub fn kill_client(ctx: &Context, id: u64) {
+    let id = id.to_string();
+    let _ = ctx.call("CLIENT", &["KILL", "ID", id.as_str()]);
 }
 
 /// False inside MULTI, Lua and module calls: `BLOCK` then acts as absent.

@@ -102,11 +102,11 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
     if event.contains(NotifyEvent::EXPIRED) {
         info::bump(&info::EXPIRED);
         let name = match kind {
-            types::ValueKind::Lock => "lock.expired",
-            types::ValueKind::Sem => "sem.expired",
+            types::ValueKind::Lock => c"lock.expired",
+            types::ValueKind::Sem => c"sem.expired",
         };
         let key = RedisString::create_from_slice(ctx.ctx, key);
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, name, &key);
+        commands::lock::notify(ctx, name, &key);
     }
 }
 

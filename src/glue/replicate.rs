@@ -5,6 +5,12 @@
 //! `PADLOCK.LOCKSET key holder count fence deadline-ms` and
 //! `PADLOCK.SEMSET key holder limit permits deadline-ms` are also what an
 //! AOF rewrite writes; deadline 0 means "no expiry".
+//!
+//! These run on every write, so they go through `RedisModule_Replicate`'s
+//! own format (no intermediate strings).
+
+use std::ffi::CStr;
+use std::os::raw::c_char;
 
 use redis_module::{Context, RedisString};
 
@@ -13,18 +19,74 @@ use crate::core::lock::Lock;
 pub const LOCKSET: &str = "PADLOCK.LOCKSET";
 pub const SEMSET: &str = "PADLOCK.SEMSET";
 
+/// Decimal digits of `n` in a stack buffer: Redis builds one embedded
+/// string from a buffer, but two allocations from a `long long`.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn new(n: i64) -> Digits {
+        let mut d = Digits {
+            buf: [0; 20],
+            start: 20,
+        };
+        let neg = n < 0;
+        let mut v = n.unsigned_abs();
+        loop {
+            d.start -= 1;
+            d.buf[d.start] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        if neg {
+            d.start -= 1;
+            d.buf[d.start] = b'-';
+        }
+        d
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+/// `CMD key holder n1 n2 n3`.
+fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: [i64; 3]) {
+    let [a, b, c] = nums.map(Digits::new);
+    let buf = |d: &Digits| (d.bytes().as_ptr() as *const c_char, d.bytes().len());
+    let ((ap, al), (bp, bl), (cp, cl)) = (buf(&a), buf(&b), buf(&c));
+    // SAFETY: the format names exactly the arguments that follow; key is a
+    // live string, the buffers live until the call returns.
+    unsafe {
+        rm!(RedisModule_Replicate)(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"sbbbb".as_ptr(),
+            key.inner,
+            holder.as_ptr() as *const c_char,
+            holder.len(),
+            ap,
+            al,
+            bp,
+            bl,
+            cp,
+            cl,
+        );
+    }
+}
+
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    let count = lock.count.to_string();
-    let fence = lock.fence.to_string();
-    let deadline = deadline_ms.to_string();
-    let args: [&[u8]; 5] = [
-        key.as_slice(),
+    send(
+        ctx,
+        c"PADLOCK.LOCKSET",
+        key,
         &lock.holder,
-        count.as_bytes(),
-        fence.as_bytes(),
-        deadline.as_bytes(),
-    ];
-    ctx.replicate(LOCKSET, &args[..]);
+        [lock.count as i64, lock.fence as i64, deadline_ms],
+    );
 }
 
 /// One semaphore holder's new state; permits 0 removes the holder (and the
@@ -37,20 +99,30 @@ pub fn sem_set(
     permits: u64,
     deadline_ms: i64,
 ) {
-    let limit = limit.to_string();
-    let permits = permits.to_string();
-    let deadline = deadline_ms.to_string();
-    let args: [&[u8]; 5] = [
-        key.as_slice(),
+    send(
+        ctx,
+        c"PADLOCK.SEMSET",
+        key,
         holder,
-        limit.as_bytes(),
-        permits.as_bytes(),
-        deadline.as_bytes(),
-    ];
-    ctx.replicate(SEMSET, &args[..]);
+        [limit as i64, permits as i64, deadline_ms],
+    );
 }
 
 pub fn del(ctx: &Context, key: &RedisString) {
-    let args: [&[u8]; 1] = [key.as_slice()];
-    ctx.replicate("DEL", &args[..]);
+    // SAFETY: format "s" with one live string.
+    unsafe {
+        rm!(RedisModule_Replicate)(ctx.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key.inner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Digits;
+
+    #[test]
+    fn digits() {
+        for n in [0, 7, -7, 1234567890123, i64::MAX, i64::MIN] {
+            assert_eq!(Digits::new(n).bytes(), n.to_string().as_bytes());
+        }
+    }
 }

@@ -48,6 +48,20 @@ pub enum Want {
     },
 }
 
+/// A grant to take back if its reply never reached the client.
+pub struct Undo {
+    db: i32,
+    keys: Vec<Vec<u8>>,
+    holder: Vec<u8>,
+    what: Granted,
+}
+
+enum Granted {
+    /// The fence handed out for each key.
+    Locks(Vec<u64>),
+    Permits(u64),
+}
+
 struct Waiter {
     handle: Handle,
     holder: Vec<u8>,
@@ -104,6 +118,8 @@ const MAX_PENDING: usize = 4096;
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
+    /// Grants whose reply was lost, with the client to disconnect.
+    static LOST: RefCell<Vec<(Undo, u64)>> = const { RefCell::new(Vec::new()) };
     /// The armed timer: (id, fires at unix ms).
     static TIMER: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
 }
@@ -146,8 +162,12 @@ fn nobody_waits() -> bool {
     STATE.with(|s| s.try_borrow().map_or(true, |s| s.queues.is_empty()))
 }
 
-pub fn has_waiters(key: &KeyId) -> bool {
-    !nobody_waits() && with(|s| s.queues.has_waiters(key))
+pub fn has_waiters(ctx: &Context, name: &RedisString) -> bool {
+    if nobody_waits() {
+        return false;
+    }
+    let key = key_id(ctx, name);
+    with(|s| s.queues.has_waiters(&key))
 }
 
 /// Waiters queued on a key (for `LOCK.INFO` / `SEM.INFO`).
@@ -351,8 +371,41 @@ fn time_out(now: i64) {
     });
     for (keys, w) in gone {
         info::bump(&info::TIMEOUTS);
-        blocking::wake(w.handle, Reply::Nil);
+        blocking::wake(w.handle, Reply::Nil, None);
         note_pending(keys.into_iter().map(|k| k.1));
+    }
+}
+
+/// A grant never reached its client (see `blocking::free_wake`).
+pub fn lost(undo: Undo, client_id: u64) {
+    LOST.with(|l| l.borrow_mut().push((undo, client_id)));
+    arm(now_ms());
+}
+
+/// Takes back lost grants (serving whoever waits behind) and disconnects
+/// their clients.
+fn take_back(ctx: &Context) {
+    let lost = LOST.with(|l| std::mem::take(&mut *l.borrow_mut()));
+    for (undo, client_id) in lost {
+        blocking::in_db(ctx, undo.db, || {
+            let names = undo
+                .keys
+                .iter()
+                .map(|k| RedisString::create_from_slice(ctx.ctx, k));
+            match &undo.what {
+                Granted::Locks(fences) => {
+                    for (name, fence) in names.zip(fences) {
+                        lock::undo_grant(ctx, &name, &undo.holder, *fence);
+                    }
+                }
+                Granted::Permits(n) => {
+                    for name in names {
+                        sem::undo_grant(ctx, &name, &undo.holder, *n);
+                    }
+                }
+            }
+        });
+        blocking::kill_client(ctx, client_id);
     }
 }
 
@@ -363,6 +416,7 @@ pub fn on_timer(ctx: &Context) {
     if !blocking::is_master(ctx) {
         return;
     }
+    take_back(ctx);
     let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
     let names: HashSet<Vec<u8>> = pending.names.into_iter().collect();
     let due: Vec<KeyId> = with(|s| {
@@ -413,42 +467,55 @@ fn serve(ctx: &Context, key: &KeyId) {
             continue;
         }
         let outcome = blocking::in_db(ctx, db, || try_grant(ctx, &keys, &holder, want));
-        let reply = match outcome {
-            Ok(Some(reply)) => reply,
+        let (reply, what) = match outcome {
+            Ok(Some(granted)) => granted,
             Ok(None) => break,
-            Err(e) => Reply::Error(e.message()),
+            Err(e) => (Reply::Error(e.message()), None),
         };
-        let Some((_, w)) = with(|s| s.take(id)) else {
+        let Some((keys, w)) = with(|s| s.take(id)) else {
             break;
         };
         info::bump(&info::HANDOFFS);
-        blocking::wake(w.handle, reply);
+        let undo = what.map(|what| Undo {
+            db,
+            keys: keys.into_iter().map(|k| k.1).collect(),
+            holder,
+            what,
+        });
+        blocking::wake(w.handle, reply, undo);
     }
     refresh(ctx, key);
 }
 
+/// Grants `want` now if it can be: the reply, and what was granted.
 fn try_grant(
     ctx: &Context,
     keys: &[KeyId],
     holder: &[u8],
     want: Want,
-) -> Result<Option<Reply>, Error> {
+) -> Result<Option<(Reply, Option<Granted>)>, Error> {
     let names: Vec<RedisString> = keys
         .iter()
         .map(|k| RedisString::create_from_slice(ctx.ctx, &k.1))
         .collect();
     let now = now_ms();
     Ok(match want {
-        Want::Lock { ttl_ms } => lock::try_acquire(ctx, &names[0], holder, ttl_ms, now)?
-            .map(|g| Reply::Int(g.fence as i64)),
-        Want::Multi { ttl_ms } => lock::try_macquire(ctx, &names, holder, ttl_ms, now)?
-            .map(|fs| Reply::Ints(fs.into_iter().map(|f| f as i64).collect())),
+        Want::Lock { ttl_ms } => lock::try_acquire(ctx, &names[0], holder, ttl_ms, now)?.map(|g| {
+            (
+                Reply::Int(g.fence as i64),
+                Some(Granted::Locks(vec![g.fence])),
+            )
+        }),
+        Want::Multi { ttl_ms } => lock::try_macquire(ctx, &names, holder, ttl_ms, now)?.map(|fs| {
+            let reply = Reply::Ints(fs.iter().map(|f| *f as i64).collect());
+            (reply, Some(Granted::Locks(fs)))
+        }),
         Want::Sem {
             limit,
             permits,
             ttl_ms,
         } => sem::try_acquire(ctx, &names[0], holder, limit, permits, ttl_ms, now)?
-            .map(|n| Reply::Int(n as i64)),
+            .map(|n| (Reply::Int(n as i64), Some(Granted::Permits(permits)))),
     })
 }
 

@@ -1,7 +1,9 @@
 //! `LOCK.*`: parse, open the key, let `core::lock` decide, apply and
 //! replicate the effect, reply.
 
-use redis_module::{Context, NotifyEvent, RedisString, RedisValue};
+use std::ffi::CStr;
+
+use redis_module::{raw, Context, RedisString, RedisValue};
 
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
@@ -37,8 +39,16 @@ pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Ef
     }
 }
 
-pub(crate) fn notify(ctx: &Context, event: &str, key: &RedisString) {
-    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+pub(crate) fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    // SAFETY: live context and key; the event name is a static C string.
+    unsafe {
+        rm!(RedisModule_NotifyKeyspaceEvent)(
+            ctx.ctx,
+            raw::REDISMODULE_NOTIFY_MODULE,
+            event.as_ptr(),
+            key.inner,
+        );
+    }
 }
 
 fn count_grant(g: &Grant) {
@@ -67,7 +77,7 @@ pub(crate) fn try_acquire(
     };
     apply(ctx, name, &mut key, effect);
     count_grant(&grant);
-    notify(ctx, "lock.acquire", name);
+    notify(ctx, c"lock.acquire", name);
     waiting::acquired(ctx, holder, name);
     Ok(Some(grant))
 }
@@ -75,7 +85,7 @@ pub(crate) fn try_acquire(
 /// With waiters queued, a key belongs to the head of its queue: only the
 /// current holder may still reenter it.
 fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool, Error> {
-    if !waiting::has_waiters(&waiting::key_id(ctx, name)) {
+    if !waiting::has_waiters(ctx, name) {
         return Ok(true);
     }
     let mut key = Key::read(ctx, name);
@@ -133,17 +143,34 @@ pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder(&args[1..], &limits())?;
-    let mut key = Key::write(ctx, req.key);
+    let count = release_one(ctx, req.key, req.holder, None)?;
+    Ok(RedisValue::Integer(count as i64))
+}
+
+/// One release by `holder` (only of the grant with `fence`, when given);
+/// the next waiter is served when the lock becomes free.
+fn release_one(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    fence: Option<u64>,
+) -> Result<u64, Error> {
+    let mut key = Key::write(ctx, name);
     let (count, effect) = {
-        let cur = key.lock()?;
-        lock::release(req.key.bytes(), cur.as_deref(), req.holder)?
+        let cur = key.lock()?.filter(|l| fence.is_none_or(|f| l.fence == f));
+        lock::release(name.bytes(), cur.as_deref(), holder)?
     };
-    apply(ctx, req.key, &mut key, effect);
+    apply(ctx, name, &mut key, effect);
     drop(key);
     bump(&info::RELEASED);
-    notify(ctx, "lock.release", req.key);
-    waiting::after_write(ctx, req.key);
-    Ok(RedisValue::Integer(count as i64))
+    notify(ctx, c"lock.release", name);
+    waiting::after_write(ctx, name);
+    Ok(count)
+}
+
+/// Takes back a grant whose reply never reached its client.
+pub(crate) fn undo_grant(ctx: &Context, name: &RedisString, holder: &[u8], fence: u64) {
+    let _ = release_one(ctx, name, holder, Some(fence));
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -262,7 +289,7 @@ pub(crate) fn try_macquire(
     for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.iter_mut().zip(names)) {
         apply(ctx, name, key, effect);
         count_grant(&grant);
-        notify(ctx, "lock.acquire", name);
+        notify(ctx, c"lock.acquire", name);
         out.push(grant.fence);
     }
     drop(keys);
@@ -290,7 +317,7 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     for ((count, effect), (key, name)) in steps.into_iter().zip(keys.iter_mut().zip(req.keys)) {
         apply(ctx, name, key, effect);
         bump(&info::RELEASED);
-        notify(ctx, "lock.release", name);
+        notify(ctx, c"lock.release", name);
         out.push(RedisValue::Integer(count as i64));
     }
     drop(keys);

@@ -76,7 +76,7 @@ pub(crate) fn try_acquire(
     drop(key);
     if got.is_some() {
         bump(&info::SEM_ACQUIRED);
-        super::lock::notify(ctx, "sem.acquire", name);
+        super::lock::notify(ctx, c"sem.acquire", name);
         waiting::acquired(ctx, holder, name);
     }
     Ok(got)
@@ -85,7 +85,7 @@ pub(crate) fn try_acquire(
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
     // With waiters queued nobody overtakes them, whatever they ask for.
-    if !waiting::has_waiters(&waiting::key_id(ctx, req.key)) {
+    if !waiting::has_waiters(ctx, req.key) {
         let got = try_acquire(
             ctx,
             req.key,
@@ -124,18 +124,34 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_release(&args[1..], &limits())?;
-    let mut key = Key::write(ctx, req.key);
-    let left = change(ctx, req.key, &mut key, Some(now_ms()), 0, |s| {
-        let deadline = s.holder(req.holder).map_or(0, |e| e.deadline_ms);
-        let left = s.release(req.key.bytes(), req.holder, req.permits)?;
-        replicate::sem_set(ctx, req.key, req.holder, s.limit(), left, deadline);
+    let left = release_permits(ctx, req.key, req.holder, req.permits)?;
+    Ok(RedisValue::Integer(left as i64))
+}
+
+/// Gives back `permits` (None: all) of `holder`; waiters are served.
+fn release_permits(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    permits: Option<u64>,
+) -> Result<u64, Error> {
+    let mut key = Key::write(ctx, name);
+    let left = change(ctx, name, &mut key, Some(now_ms()), 0, |s| {
+        let deadline = s.holder(holder).map_or(0, |e| e.deadline_ms);
+        let left = s.release(name.bytes(), holder, permits)?;
+        replicate::sem_set(ctx, name, holder, s.limit(), left, deadline);
         Ok(left)
     })?;
     drop(key);
     bump(&info::SEM_RELEASED);
-    super::lock::notify(ctx, "sem.release", req.key);
-    waiting::after_write(ctx, req.key);
-    Ok(RedisValue::Integer(left as i64))
+    super::lock::notify(ctx, c"sem.release", name);
+    waiting::after_write(ctx, name);
+    Ok(left)
+}
+
+/// Takes back permits whose grant never reached its client.
+pub(crate) fn undo_grant(ctx: &Context, name: &RedisString, holder: &[u8], permits: u64) {
+    let _ = release_permits(ctx, name, holder, Some(permits));
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
