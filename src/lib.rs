@@ -9,7 +9,9 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::redis_module;
 
 use glue::commands as cmd;
-use glue::config::{MAX_HOLDER_LEN, MAX_HOLDER_LEN_CEILING, MAX_TTL_MS, MAX_TTL_MS_CEILING};
+use glue::config::{
+    MAX_HOLDER_LEN, MAX_HOLDER_LEN_CEILING, MAX_TTL_MS, MAX_TTL_MS_CEILING, RESTART_GRACE,
+};
 
 // Mandatory ACL categories are `AclCategory::None`: anything else stops the
 // module from loading on Redis 7.0. The real categories are set in `init`.
@@ -44,7 +46,9 @@ redis_module! {
             ["max-ttl-ms", &MAX_TTL_MS, 86_400_000, 1, MAX_TTL_MS_CEILING, ConfigurationFlags::DEFAULT, None],
             ["max-holder-len", &MAX_HOLDER_LEN, 512, 1, MAX_HOLDER_LEN_CEILING, ConfigurationFlags::DEFAULT, None],
         ],
-        string: [],
+        string: [
+            ["restart-grace-ms", &RESTART_GRACE, "0", ConfigurationFlags::DEFAULT, None],
+        ],
         bool: [],
         enum: [],
         module_args_as_configuration: true,

@@ -143,6 +143,19 @@ pub fn extend(
     })
 }
 
+/// `LOCK.EXTEND` of a missing lock during the restart grace: the holder
+/// that is still working gets it back (count 1, a new fence).
+pub fn recreate(holder: &[u8], ttl_ms: i64, now_ms: i64, fences: &mut FenceCounter) -> Effect {
+    Effect::Put {
+        lock: Lock {
+            holder: holder.to_vec(),
+            count: 1,
+            fence: fences.next(now_ms),
+        },
+        deadline_ms: now_ms.saturating_add(ttl_ms),
+    }
+}
+
 /// `LOCK.MACQUIRE` without waiting: all keys or none. `Ok(None)` when any
 /// key is held by another holder; then no fence is consumed either.
 pub fn macquire(

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod error;
 pub mod fence;
+pub mod grace;
 pub mod lock;
 pub mod queue;
 pub mod semaphore;

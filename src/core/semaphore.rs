@@ -26,6 +26,9 @@ pub struct Semaphore {
     holders: BTreeMap<Vec<u8>, Entry>,
     /// (deadline, holder) for every holder: earliest first, for expiry.
     by_deadline: BTreeSet<(i64, Vec<u8>)>,
+    /// Re-created by `SEM.EXTEND` during the restart grace: the limit is
+    /// the permits re-created so far, until a `SEM.ACQUIRE` sets it.
+    recreated: bool,
 }
 
 /// What `SEM.INFO` shows: only holders whose lease is still running.
@@ -147,6 +150,7 @@ impl Semaphore {
         }
         let total = self.holder(holder).map_or(0, |e| e.permits) + permits;
         self.limit = limit;
+        self.recreated = false;
         self.set_holder(holder, total, now_ms.saturating_add(ttl_ms));
         Some(total)
     }
@@ -180,6 +184,19 @@ impl Semaphore {
         let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
         self.set_holder(holder, e.permits, now_ms.saturating_add(ttl_ms));
         Ok(())
+    }
+
+    /// `SEM.EXTEND` of a missing holder during the restart grace: it gets
+    /// back the `permits` it believes it holds. A semaphore that did not
+    /// exist (`is_empty`) becomes a re-created one.
+    pub fn recreate(&mut self, holder: &[u8], permits: u64, ttl_ms: i64, now_ms: i64) {
+        if self.is_empty() {
+            self.recreated = true;
+        }
+        self.set_holder(holder, permits, now_ms.saturating_add(ttl_ms));
+        if self.recreated {
+            self.limit = self.used;
+        }
     }
 
     /// The state as seen at `now_ms`, without changing anything (read-only
@@ -267,6 +284,17 @@ mod tests {
         assert!(s.release(b"k", b"b", None).is_err());
         assert_eq!(s.release(b"k", b"a", None), Ok(0));
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn recreated_limit_follows_recreated_permits() {
+        let mut s = Semaphore::new(0);
+        s.recreate(b"a", 2, 100, 0);
+        s.recreate(b"b", 3, 100, 0);
+        assert_eq!((s.limit(), s.used()), (5, 5));
+        assert_eq!(s.acquire(b"c", 8, 1, 100, 0), Some(1));
+        s.recreate(b"d", 1, 100, 0);
+        assert_eq!(s.limit(), 8, "a SEM.ACQUIRE set the limit");
     }
 
     #[test]

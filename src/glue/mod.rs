@@ -114,6 +114,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     std::panic::set_hook(Box::new(|p| {
         eprintln!("padlock: internal error (panic): {p}");
     }));
+    config::LOADED_MS.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
     commands::set_acl_categories(ctx);
     waiting::init(ctx);
     info::register(ctx);

@@ -21,6 +21,7 @@ use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::blocking::{self, Handle, Reply};
 use super::commands::{lock, sem};
+use super::config;
 use super::info;
 use super::key::{Key, Kind};
 use super::now_ms;
@@ -60,6 +61,14 @@ enum Granted {
     /// The fence handed out for each key.
     Locks(Vec<u64>),
     Permits(u64),
+}
+
+impl Want {
+    fn ttl_ms(&self) -> i64 {
+        match self {
+            Want::Lock { ttl_ms } | Want::Multi { ttl_ms } | Want::Sem { ttl_ms, .. } => *ttl_ms,
+        }
+    }
 }
 
 struct Waiter {
@@ -470,6 +479,13 @@ fn serve(ctx: &Context, key: &KeyId) {
         let (reply, what) = match outcome {
             Ok(Some(granted)) => granted,
             Ok(None) => break,
+            Err(Error::TryAgain) => {
+                // The restart grace is running: serve when it ends.
+                if let Some(end) = config::grace_ends(want.ttl_ms()) {
+                    arm(end);
+                }
+                break;
+            }
             Err(e) => (Reply::Error(e.message()), None),
         };
         let Some((keys, w)) = with(|s| s.take(id)) else {
@@ -536,8 +552,17 @@ fn refresh(ctx: &Context, key: &KeyId) {
         }
     });
     // Redis counts a key as expired only once the clock is past its
-    // deadline: fire 1 ms after it.
-    let at = at.map(|t| t + 1);
+    // deadline: fire 1 ms after it. While the restart grace holds the head
+    // of the queue back, try again when it ends.
+    let now = now_ms();
+    let head_ttl = with(|s| {
+        let id = s.queues.head(key)?;
+        s.queues.get(id).map(|(_, w)| w.want.ttl_ms())
+    });
+    let grace = head_ttl
+        .and_then(config::grace_ends)
+        .filter(|end| *end > now);
+    let at = at.map(|t| t + 1).into_iter().chain(grace).min();
     with(|s| match at {
         Some(t) => s.watch.insert(key.clone(), t),
         None => s.watch.remove(key),

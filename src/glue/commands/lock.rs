@@ -8,7 +8,7 @@ use redis_module::{raw, Context, RedisString, RedisValue};
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
 use crate::core::lock::{self, Effect, Grant, Lock};
-use crate::glue::config::limits;
+use crate::glue::config::{grace_running, limits};
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
@@ -70,6 +70,9 @@ pub(crate) fn try_acquire(
     let mut key = Key::write(ctx, name);
     let decided = {
         let cur = key.lock()?;
+        if cur.is_none() && grace_running(now, ttl_ms) {
+            return Err(Error::TryAgain);
+        }
         fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
     };
     let Some((grant, effect)) = decided else {
@@ -99,14 +102,20 @@ pub(crate) fn block_for(ctx: &Context, block_ms: Option<i64>) -> Option<i64> {
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
+    let block = block_for(ctx, req.block_ms);
     if open_to(ctx, req.key, req.holder)? {
-        if let Some(g) = try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms())? {
-            waiting::after_write(ctx, req.key);
-            return Ok(RedisValue::Integer(g.fence as i64));
+        match try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()) {
+            Ok(Some(g)) => {
+                waiting::after_write(ctx, req.key);
+                return Ok(RedisValue::Integer(g.fence as i64));
+            }
+            Ok(None) => {}
+            Err(Error::TryAgain) if block.is_some() => {}
+            Err(e) => return Err(e),
         }
     }
     bump(&info::CONTENDED);
-    match block_for(ctx, req.block_ms) {
+    match block {
         None => Ok(RedisValue::Null),
         Some(timeout) => {
             let want = Want::Lock { ttl_ms: req.ttl_ms };
@@ -176,15 +185,16 @@ pub(crate) fn undo_grant(ctx: &Context, name: &RedisString, holder: &[u8], fence
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder_ttl(&args[1..], &limits())?;
     let mut key = Key::write(ctx, req.key);
+    let now = now_ms();
     let effect = {
         let cur = key.lock()?;
-        lock::extend(
-            req.key.bytes(),
-            cur.as_deref(),
-            req.holder,
-            req.ttl_ms,
-            now_ms(),
-        )?
+        match lock::extend(req.key.bytes(), cur.as_deref(), req.holder, req.ttl_ms, now) {
+            // A holder from before a restart that lost the lock gets it back.
+            Err(Error::NotHeld { .. }) if cur.is_none() && grace_running(now, req.ttl_ms) => {
+                fences::with(|f| lock::recreate(req.holder, req.ttl_ms, now, f))
+            }
+            other => other?,
+        }
     };
     apply(ctx, req.key, &mut key, effect);
     drop(key);
@@ -243,21 +253,27 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     for k in req.keys {
         open &= open_to(ctx, k, req.holder)?;
     }
+    let block = block_for(ctx, req.block_ms);
     if open {
-        if let Some(fences) = try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms())? {
-            for k in req.keys {
-                waiting::after_write(ctx, k);
+        match try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms()) {
+            Ok(Some(fences)) => {
+                for k in req.keys {
+                    waiting::after_write(ctx, k);
+                }
+                return Ok(RedisValue::Array(
+                    fences
+                        .into_iter()
+                        .map(|f| RedisValue::Integer(f as i64))
+                        .collect(),
+                ));
             }
-            return Ok(RedisValue::Array(
-                fences
-                    .into_iter()
-                    .map(|f| RedisValue::Integer(f as i64))
-                    .collect(),
-            ));
+            Ok(None) => {}
+            Err(Error::TryAgain) if block.is_some() => {}
+            Err(e) => return Err(e),
         }
     }
     bump(&info::CONTENDED);
-    match block_for(ctx, req.block_ms) {
+    match block {
         None => Ok(RedisValue::Null),
         Some(timeout) => {
             let want = Want::Multi { ttl_ms: req.ttl_ms };
@@ -280,6 +296,9 @@ pub(crate) fn try_macquire(
             .iter_mut()
             .map(|k| k.lock().map(|l| l.map(|l| &*l)))
             .collect::<Result<Vec<_>, _>>()?;
+        if cur.iter().any(Option::is_none) && grace_running(now, ttl_ms) {
+            return Err(Error::TryAgain);
+        }
         fences::with(|f| lock::macquire(&cur, holder, ttl_ms, now, f))?
     };
     let Some(steps) = decided else {

@@ -8,7 +8,7 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
 use crate::core::semaphore::Semaphore;
-use crate::glue::config::limits;
+use crate::glue::config::{grace_running, limits};
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
@@ -67,6 +67,9 @@ pub(crate) fn try_acquire(
 ) -> Result<Option<u64>, Error> {
     let mut key = Key::write(ctx, name);
     let got = change(ctx, name, &mut key, Some(now), limit, |s| {
+        if s.fits(limit, permits) && grace_running(now, ttl_ms) {
+            return Err(Error::TryAgain);
+        }
         let got = s.acquire(holder, limit, permits, ttl_ms, now);
         if let (Some(total), Some(e)) = (got, s.holder(holder)) {
             replicate::sem_set(ctx, name, holder, s.limit(), total, e.deadline_ms);
@@ -85,25 +88,29 @@ pub(crate) fn try_acquire(
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
     // With waiters queued nobody overtakes them, whatever they ask for.
+    let block = super::lock::block_for(ctx, req.block_ms);
     if !waiting::has_waiters(ctx, req.key) {
-        let got = try_acquire(
+        let now = now_ms();
+        match try_acquire(
             ctx,
             req.key,
             req.holder,
             req.limit,
             req.permits,
             req.ttl_ms,
-            now_ms(),
-        )?;
-        if let Some(total) = got {
-            return Ok(RedisValue::Integer(total as i64));
+            now,
+        ) {
+            Ok(Some(total)) => return Ok(RedisValue::Integer(total as i64)),
+            Ok(None) => {}
+            Err(Error::TryAgain) if block.is_some() => {}
+            Err(e) => return Err(e),
         }
     } else {
         // Still a write: holders whose lease ran out leave now.
         waiting::after_write(ctx, req.key);
     }
     bump(&info::SEM_CONTENDED);
-    match super::lock::block_for(ctx, req.block_ms) {
+    match block {
         None => Ok(RedisValue::Null),
         Some(timeout) => {
             let want = Want::Sem {
@@ -159,7 +166,13 @@ pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
     let mut key = Key::write(ctx, req.key);
     let now = now_ms();
     change(ctx, req.key, &mut key, Some(now), 0, |s| {
-        s.extend(req.key.bytes(), req.holder, req.ttl_ms, now)?;
+        match s.extend(req.key.bytes(), req.holder, req.ttl_ms, now) {
+            // A holder from before a restart that lost it gets its permits back.
+            Err(Error::NotHeld { .. }) if grace_running(now, req.ttl_ms) => {
+                s.recreate(req.holder, req.permits.unwrap_or(1), req.ttl_ms, now)
+            }
+            other => other?,
+        }
         if let Some(e) = s.holder(req.holder) {
             replicate::sem_set(
                 ctx,
