@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
+use std::sync::atomic::AtomicI64;
 
 use redis_module::native_types::RedisType;
 use redis_module::raw;
@@ -30,13 +31,13 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         aof_rewrite: Some(lock_aof_rewrite),
         mem_usage: Some(lock_mem_usage),
         digest: None,
-        free: Some(lock_free),
+        free: Some(free_value::<Lock>),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
         aux_save_triggers: raw::Aux::Before as i32,
         free_effort: None,
         unlink: Some(unlink_lock),
-        copy: Some(lock_copy),
+        copy: Some(copy_value::<Lock>),
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
@@ -56,13 +57,13 @@ pub static SEM_TYPE: RedisType = RedisType::new(
         aof_rewrite: Some(sem_aof_rewrite),
         mem_usage: Some(sem_mem_usage),
         digest: None,
-        free: Some(sem_free),
+        free: Some(free_value::<Semaphore>),
         aux_load: None,
         aux_save: None,
         aux_save_triggers: 0,
         free_effort: None,
         unlink: Some(unlink_sem),
-        copy: Some(sem_copy),
+        copy: Some(copy_value::<Semaphore>),
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
@@ -201,22 +202,35 @@ extern "C" fn lock_mem_usage(value: *const c_void) -> usize {
     std::mem::size_of::<Lock>() + lock.holder.capacity()
 }
 
-extern "C" fn lock_free(value: *mut c_void) {
-    // SAFETY: the pointer came from Box::into_raw of a Lock and Redis frees
-    // each value once.
-    drop(unsafe { Box::from_raw(value as *mut Lock) });
-    gauge(&LOCKS, -1);
+/// A value type with its `INFO` gauge.
+trait Counted: Clone {
+    const GAUGE: &'static AtomicI64;
 }
 
-extern "C" fn lock_copy(
+impl Counted for Lock {
+    const GAUGE: &'static AtomicI64 = &LOCKS;
+}
+
+impl Counted for Semaphore {
+    const GAUGE: &'static AtomicI64 = &SEMAPHORES;
+}
+
+extern "C" fn free_value<T: Counted>(value: *mut c_void) {
+    // SAFETY: the pointer came from Box::into_raw of a T, and Redis frees
+    // each value once.
+    drop(unsafe { Box::from_raw(value as *mut T) });
+    gauge(T::GAUGE, -1);
+}
+
+extern "C" fn copy_value<T: Counted>(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    // SAFETY: as above.
-    let lock = unsafe { &*(value as *const Lock) };
-    gauge(&LOCKS, 1);
-    Box::into_raw(Box::new(lock.clone())).cast()
+    // SAFETY: Redis hands back a pointer it got from a Box<T>.
+    let v = unsafe { &*(value as *const T) };
+    gauge(T::GAUGE, 1);
+    Box::into_raw(Box::new(v.clone())).cast()
 }
 
 // ---- semaphores -----------------------------------------------------------
@@ -287,23 +301,6 @@ extern "C" fn sem_mem_usage(value: *const c_void) -> usize {
             .holders()
             .map(|(h, _)| 2 * h.len() + SEM_HOLDER_OVERHEAD)
             .sum::<usize>()
-}
-
-extern "C" fn sem_free(value: *mut c_void) {
-    // SAFETY: the pointer came from Box::into_raw of a Semaphore.
-    drop(unsafe { Box::from_raw(value as *mut Semaphore) });
-    gauge(&SEMAPHORES, -1);
-}
-
-extern "C" fn sem_copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
-    // SAFETY: as above.
-    let sem = unsafe { &*(value as *const Semaphore) };
-    gauge(&SEMAPHORES, 1);
-    Box::into_raw(Box::new(sem.clone())).cast()
 }
 
 /// Emits `CMD key holder n1 n2 n3` into a rewritten AOF.

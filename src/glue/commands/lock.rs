@@ -12,7 +12,9 @@ use crate::glue::config::{grace_running, limits};
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
-use crate::glue::{blocking, fences, now_ms, replicate};
+use crate::glue::{fences, now_ms, replicate};
+
+use super::{block_for, grant_or_wait};
 
 /// Writes `effect` to the key and sends the same state to replicas.
 pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Effect) {
@@ -95,39 +97,27 @@ fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool, Err
     Ok(key.lock()?.is_some_and(|l| l.holder == holder))
 }
 
-/// The BLOCK timeout when this call may really block.
-pub(crate) fn block_for(ctx: &Context, block_ms: Option<i64>) -> Option<i64> {
-    block_ms.filter(|_| blocking::can_block(ctx))
-}
-
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
+    let attempt = match open_to(ctx, req.key, req.holder)? {
+        true => try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()),
+        false => Ok(None),
+    };
+    let reply = |g: Grant| {
+        waiting::after_write(ctx, req.key);
+        RedisValue::Integer(g.fence as i64)
+    };
+    let want = Want::Lock { ttl_ms: req.ttl_ms };
+    let keys = std::slice::from_ref(req.key);
     let block = block_for(ctx, req.block_ms);
-    if open_to(ctx, req.key, req.holder)? {
-        match try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()) {
-            Ok(Some(g)) => {
-                waiting::after_write(ctx, req.key);
-                return Ok(RedisValue::Integer(g.fence as i64));
-            }
-            Ok(None) => {}
-            Err(Error::TryAgain) if block.is_some() => {}
-            Err(e) => return Err(e),
-        }
-    }
-    bump(&info::CONTENDED);
-    match block {
-        None => Ok(RedisValue::Null),
-        Some(timeout) => {
-            let want = Want::Lock { ttl_ms: req.ttl_ms };
-            waiting::wait(
-                ctx,
-                req.holder,
-                std::slice::from_ref(req.key),
-                want,
-                timeout,
-            )
-        }
-    }
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &info::CONTENDED,
+        block,
+        (req.holder, keys, want),
+    )
 }
 
 pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -253,33 +243,31 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     for k in req.keys {
         open &= open_to(ctx, k, req.holder)?;
     }
+    let attempt = match open {
+        true => try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms()),
+        false => Ok(None),
+    };
+    let reply = |fences: Vec<u64>| {
+        for k in req.keys {
+            waiting::after_write(ctx, k);
+        }
+        RedisValue::Array(
+            fences
+                .into_iter()
+                .map(|f| RedisValue::Integer(f as i64))
+                .collect(),
+        )
+    };
+    let want = Want::Multi { ttl_ms: req.ttl_ms };
     let block = block_for(ctx, req.block_ms);
-    if open {
-        match try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms()) {
-            Ok(Some(fences)) => {
-                for k in req.keys {
-                    waiting::after_write(ctx, k);
-                }
-                return Ok(RedisValue::Array(
-                    fences
-                        .into_iter()
-                        .map(|f| RedisValue::Integer(f as i64))
-                        .collect(),
-                ));
-            }
-            Ok(None) => {}
-            Err(Error::TryAgain) if block.is_some() => {}
-            Err(e) => return Err(e),
-        }
-    }
-    bump(&info::CONTENDED);
-    match block {
-        None => Ok(RedisValue::Null),
-        Some(timeout) => {
-            let want = Want::Multi { ttl_ms: req.ttl_ms };
-            waiting::wait(ctx, req.holder, req.keys, want, timeout)
-        }
-    }
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &info::CONTENDED,
+        block,
+        (req.holder, req.keys, want),
+    )
 }
 
 /// All of `names` for `holder` now, or nothing.

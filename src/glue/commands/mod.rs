@@ -8,8 +8,12 @@ pub mod sem;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use std::sync::atomic::AtomicU64;
+
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
+use super::info::bump;
+use super::waiting::{self, Want};
 use crate::core::error::Error;
 
 type Body = fn(&Context, &[RedisString]) -> Result<RedisValue, Error>;
@@ -49,6 +53,36 @@ handlers! {
     sem_info => sem::info,
     padlock_lockset => internal::lockset,
     padlock_semset => internal::semset,
+}
+
+/// The shape every acquire shares: what `attempt` got is the reply; when it
+/// was refused, the reply is nil, or with `BLOCK` the client queues on
+/// `keys` (the restart grace refuses with `-TRYAGAIN`, and `BLOCK` waits
+/// that out too).
+fn grant_or_wait<T>(
+    ctx: &Context,
+    attempt: Result<Option<T>, Error>,
+    reply: impl FnOnce(T) -> RedisValue,
+    contended: &AtomicU64,
+    block: Option<i64>,
+    wait: (&[u8], &[RedisString], Want),
+) -> Result<RedisValue, Error> {
+    match attempt {
+        Ok(Some(got)) => return Ok(reply(got)),
+        Ok(None) => {}
+        Err(Error::TryAgain) if block.is_some() => {}
+        Err(e) => return Err(e),
+    }
+    bump(contended);
+    match block {
+        None => Ok(RedisValue::Null),
+        Some(timeout) => waiting::wait(ctx, wait.0, wait.1, wait.2, timeout),
+    }
+}
+
+/// The BLOCK timeout when this call may really block.
+fn block_for(ctx: &Context, block_ms: Option<i64>) -> Option<i64> {
+    block_ms.filter(|_| super::blocking::can_block(ctx))
 }
 
 /// Commands and the ACL categories they get where the server supports

@@ -14,6 +14,8 @@ use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
 use crate::glue::{now_ms, replicate};
 
+use super::{block_for, grant_or_wait};
+
 /// Runs `f` on the semaphore stored at `key` (a new one with `new_limit`
 /// when the key is empty), then stores, re-times or deletes the key to
 /// match. With `expire_at = Some(now)` holders whose lease ended are
@@ -88,45 +90,30 @@ pub(crate) fn try_acquire(
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
     // With waiters queued nobody overtakes them, whatever they ask for.
-    let block = super::lock::block_for(ctx, req.block_ms);
-    if !waiting::has_waiters(ctx, req.key) {
-        let now = now_ms();
-        match try_acquire(
-            ctx,
-            req.key,
-            req.holder,
-            req.limit,
-            req.permits,
-            req.ttl_ms,
-            now,
-        ) {
-            Ok(Some(total)) => return Ok(RedisValue::Integer(total as i64)),
-            Ok(None) => {}
-            Err(Error::TryAgain) if block.is_some() => {}
-            Err(e) => return Err(e),
-        }
-    } else {
+    let attempt = if waiting::has_waiters(ctx, req.key) {
         // Still a write: holders whose lease ran out leave now.
         waiting::after_write(ctx, req.key);
-    }
-    bump(&info::SEM_CONTENDED);
-    match block {
-        None => Ok(RedisValue::Null),
-        Some(timeout) => {
-            let want = Want::Sem {
-                limit: req.limit,
-                permits: req.permits,
-                ttl_ms: req.ttl_ms,
-            };
-            waiting::wait(
-                ctx,
-                req.holder,
-                std::slice::from_ref(req.key),
-                want,
-                timeout,
-            )
-        }
-    }
+        Ok(None)
+    } else {
+        let (limit, n) = (req.limit, req.permits);
+        try_acquire(ctx, req.key, req.holder, limit, n, req.ttl_ms, now_ms())
+    };
+    let reply = |total: u64| RedisValue::Integer(total as i64);
+    let want = Want::Sem {
+        limit: req.limit,
+        permits: req.permits,
+        ttl_ms: req.ttl_ms,
+    };
+    let keys = std::slice::from_ref(req.key);
+    let block = block_for(ctx, req.block_ms);
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &info::SEM_CONTENDED,
+        block,
+        (req.holder, keys, want),
+    )
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
