@@ -79,11 +79,12 @@ impl Error {
 
 /// Renders bytes for an error line: printable ASCII as is, everything else
 /// (CR, LF, NUL, UTF-8 sequences) as `\xHH`, so no client bytes can break the
-/// RESP framing of an error reply.
+/// RESP framing of an error reply. (As the SPEC words it, a `\` is printable
+/// and stays as it is.)
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for &b in bytes {
-        if (0x20..0x7f).contains(&b) && b != b'\\' {
+        if (0x20..0x7f).contains(&b) {
             out.push(b as char);
         } else {
             let _ = write!(out, "\\x{b:02x}");
@@ -101,7 +102,7 @@ mod tests {
         assert_eq!(escape(b"acct:1"), "acct:1");
         assert_eq!(escape(b"a\r\nb\0"), "a\\x0d\\x0ab\\x00");
         assert_eq!(escape("é".as_bytes()), "\\xc3\\xa9");
-        assert_eq!(escape(b"back\\slash"), "back\\x5cslash");
+        assert_eq!(escape(b"back\\slash"), "back\\slash");
     }
 
     #[test]
