@@ -12,7 +12,8 @@ use super::fence::FenceCounter;
 /// The value stored in a lock key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lock {
-    pub holder: Vec<u8>,
+    /// A boxed slice, not a Vec: 8 bytes less per lock, and it never grows.
+    pub holder: Box<[u8]>,
     pub count: u64,
     pub fence: u64,
 }
@@ -41,7 +42,7 @@ pub struct Grant {
 }
 
 fn held_by<'a>(current: Option<&'a Lock>, holder: &[u8]) -> Option<&'a Lock> {
-    current.filter(|l| l.holder == holder)
+    current.filter(|l| *l.holder == *holder)
 }
 
 fn not_held(key: &[u8], holder: &[u8]) -> Error {
@@ -68,7 +69,7 @@ pub fn acquire(
         None => {
             let fence = fences.next(now_ms);
             let lock = Lock {
-                holder: holder.to_vec(),
+                holder: holder.into(),
                 count: 1,
                 fence,
             };
@@ -79,7 +80,7 @@ pub fn acquire(
             };
             Ok(Some((grant, Effect::Put { lock, deadline_ms })))
         }
-        Some(l) if l.holder == holder => {
+        Some(l) if *l.holder == *holder => {
             let count = bump(l.count)?;
             let grant = Grant {
                 fence: l.fence,
@@ -148,7 +149,7 @@ pub fn extend(
 pub fn recreate(holder: &[u8], ttl_ms: i64, now_ms: i64, fences: &mut FenceCounter) -> Effect {
     Effect::Put {
         lock: Lock {
-            holder: holder.to_vec(),
+            holder: holder.into(),
             count: 1,
             fence: fences.next(now_ms),
         },
@@ -165,7 +166,7 @@ pub fn macquire(
     now_ms: i64,
     fences: &mut FenceCounter,
 ) -> Result<Option<Vec<(Grant, Effect)>>, Error> {
-    if current.iter().flatten().any(|l| l.holder != holder) {
+    if current.iter().flatten().any(|l| *l.holder != *holder) {
         return Ok(None);
     }
     // Check every count before issuing any fence, so an overflow on the
@@ -218,7 +219,7 @@ mod tests {
             e,
             Effect::Put {
                 lock: Lock {
-                    holder: b"a".to_vec(),
+                    holder: b"a"[..].into(),
                     count: 1,
                     fence: g.fence
                 },
@@ -265,13 +266,13 @@ mod tests {
     #[test]
     fn strangers_get_notheld_and_change_nothing() {
         let lock = Lock {
-            holder: b"a".to_vec(),
+            holder: b"a"[..].into(),
             count: 1,
             fence: 9,
         };
         let nh = Error::NotHeld {
             key: b"k".to_vec(),
-            holder: b"b".to_vec(),
+            holder: b"b"[..].into(),
         };
         assert_eq!(release(b"k", Some(&lock), b"b").unwrap_err(), nh);
         assert_eq!(extend(b"k", Some(&lock), b"b", 5, 0).unwrap_err(), nh);
@@ -293,7 +294,7 @@ mod tests {
     #[test]
     fn count_overflow_is_an_error() {
         let lock = Lock {
-            holder: b"a".to_vec(),
+            holder: b"a"[..].into(),
             count: u64::MAX,
             fence: 1,
         };
@@ -312,12 +313,12 @@ mod tests {
     fn multi_is_all_or_nothing() {
         let mut f = FenceCounter::default();
         let mine = Lock {
-            holder: b"a".to_vec(),
+            holder: b"a"[..].into(),
             count: 1,
             fence: 5,
         };
         let theirs = Lock {
-            holder: b"b".to_vec(),
+            holder: b"b"[..].into(),
             count: 1,
             fence: 6,
         };
@@ -336,7 +337,7 @@ mod tests {
             err,
             Error::NotHeld {
                 key: b"y".to_vec(),
-                holder: b"a".to_vec()
+                holder: b"a"[..].into()
             }
         );
         let ok = mrelease(&keys, &[Some(&mine), Some(&mine)], b"a").unwrap();

@@ -23,9 +23,9 @@ pub struct Entry {
 pub struct Semaphore {
     limit: u64,
     used: u64,
-    holders: BTreeMap<Vec<u8>, Entry>,
+    holders: BTreeMap<Box<[u8]>, Entry>,
     /// (deadline, holder) for every holder: earliest first, for expiry.
-    by_deadline: BTreeSet<(i64, Vec<u8>)>,
+    by_deadline: BTreeSet<(i64, Box<[u8]>)>,
     /// Re-created by `SEM.EXTEND` during the restart grace: the limit is
     /// the permits re-created so far, until a `SEM.ACQUIRE` sets it.
     recreated: bool,
@@ -74,7 +74,7 @@ impl Semaphore {
     }
 
     pub fn holders(&self) -> impl Iterator<Item = (&[u8], Entry)> {
-        self.holders.iter().map(|(h, e)| (h.as_slice(), *e))
+        self.holders.iter().map(|(h, e)| (&**h, *e))
     }
 
     /// The key's expiry: the latest holder deadline.
@@ -96,18 +96,18 @@ impl Semaphore {
     pub fn set_holder(&mut self, holder: &[u8], permits: u64, deadline_ms: i64) {
         if let Some(old) = self.holders.remove(holder) {
             self.used -= old.permits;
-            self.by_deadline.remove(&(old.deadline_ms, holder.to_vec()));
+            self.by_deadline.remove(&(old.deadline_ms, holder.into()));
         }
         if permits > 0 {
             self.used += permits;
             self.holders.insert(
-                holder.to_vec(),
+                holder.into(),
                 Entry {
                     permits,
                     deadline_ms,
                 },
             );
-            self.by_deadline.insert((deadline_ms, holder.to_vec()));
+            self.by_deadline.insert((deadline_ms, holder.into()));
         }
     }
 
@@ -123,7 +123,7 @@ impl Semaphore {
                 if let Some(e) = self.holders.remove(&holder) {
                     self.used -= e.permits;
                 }
-                gone.push(holder);
+                gone.push(holder.into_vec());
             }
         }
         gone
@@ -206,7 +206,7 @@ impl Semaphore {
             .holders
             .iter()
             .filter(|(_, e)| e.deadline_ms > now_ms)
-            .map(|(h, e)| (h.clone(), e.permits, e.deadline_ms - now_ms))
+            .map(|(h, e)| (h.to_vec(), e.permits, e.deadline_ms - now_ms))
             .collect();
         let used = holders.iter().map(|h| h.1).sum::<u64>();
         View {

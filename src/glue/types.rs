@@ -156,7 +156,7 @@ extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut
         let count = raw::load_unsigned(rdb)?;
         let fence = raw::load_unsigned(rdb)?;
         Ok(Lock {
-            holder,
+            holder: holder.into(),
             count,
             fence,
         })
@@ -199,7 +199,7 @@ extern "C" fn lock_aof_rewrite(
 extern "C" fn lock_mem_usage(value: *const c_void) -> usize {
     // SAFETY: as above.
     let lock = unsafe { &*(value as *const Lock) };
-    std::mem::size_of::<Lock>() + lock.holder.capacity()
+    std::mem::size_of::<Lock>() + lock.holder.len()
 }
 
 /// A value type with its `INFO` gauge.
@@ -289,9 +289,10 @@ extern "C" fn sem_aof_rewrite(
     }
 }
 
-/// What one holder costs: its name twice (map and deadline index) and two
-/// B-tree entries.
-const SEM_HOLDER_OVERHEAD: usize = 96;
+/// What one holder costs besides its name (held twice: in the map and in
+/// the deadline index): two B-tree entries with their share of half-full
+/// nodes. Measured against `used_memory` with 10,000 holders.
+const SEM_HOLDER_OVERHEAD: usize = 124;
 
 extern "C" fn sem_mem_usage(value: *const c_void) -> usize {
     // SAFETY: as above.
@@ -299,7 +300,7 @@ extern "C" fn sem_mem_usage(value: *const c_void) -> usize {
     std::mem::size_of::<Semaphore>()
         + sem
             .holders()
-            .map(|(h, _)| 2 * h.len() + SEM_HOLDER_OVERHEAD)
+            .map(|(h, _)| 2 * h.len().next_multiple_of(8) + SEM_HOLDER_OVERHEAD)
             .sum::<usize>()
 }
 

@@ -224,7 +224,7 @@ fn held_now(ctx: &Context, name: &RedisString, now: i64) -> Result<Held, Error> 
     let mut key = Key::read(ctx, name);
     Ok(match key.kind() {
         Kind::Lock => match key.lock()? {
-            Some(l) => Held::Lock(l.holder.clone()),
+            Some(l) => Held::Lock(l.holder.to_vec()),
             None => Held::Free,
         },
         Kind::Sem => match key.sem()? {

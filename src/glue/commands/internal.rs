@@ -38,7 +38,7 @@ pub fn lockset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         return Err(Error::Arity);
     };
     let lock = Lock {
-        holder: holder(h)?.to_vec(),
+        holder: holder(h)?.into(),
         count: num(count, "count", 1, i64::MAX)? as u64,
         fence: num(fence, "fence", 1, i64::MAX)? as u64,
     };

@@ -94,7 +94,7 @@ fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool, Err
         return Ok(true);
     }
     let mut key = Key::read(ctx, name);
-    Ok(key.lock()?.is_some_and(|l| l.holder == holder))
+    Ok(key.lock()?.is_some_and(|l| *l.holder == *holder))
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -209,7 +209,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     };
     let l: &Lock = l;
     Ok(crate::glue::map(vec![
-        ("holder", RedisValue::StringBuffer(l.holder.clone())),
+        ("holder", RedisValue::StringBuffer(l.holder.to_vec())),
         ("count", RedisValue::Integer(l.count as i64)),
         ("fence", RedisValue::Integer(l.fence as i64)),
         ("ttl", RedisValue::Integer(ttl)),
