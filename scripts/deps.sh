@@ -29,7 +29,9 @@ if [ "${1:-}" = "--python" ]; then
   stamp=.venv/.installed
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv 2>/dev/null || {
-      $SUDO apt-get install -y -qq python3-venv >/dev/null
+      rm -rf .venv
+      $SUDO apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
       python3 -m venv .venv
     }
   fi

@@ -222,10 +222,9 @@ fn numkeys<A: Arg>(args: &[A], after: usize) -> Result<(&[A], &[A]), Error> {
         return Err(Error::Arity);
     }
     let keys = &args[1..1 + n];
-    for (i, k) in keys.iter().enumerate() {
-        if keys[..i].iter().any(|o| o.bytes() == k.bytes()) {
-            return Err(Error::DuplicateKey(k.bytes().to_vec()));
-        }
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    if let Some(dup) = keys.iter().find(|k| !seen.insert(k.bytes())) {
+        return Err(Error::DuplicateKey(dup.bytes().to_vec()));
     }
     Ok((keys, &args[1 + n..]))
 }
