@@ -148,3 +148,26 @@ def test_deadlock_text_escapes_binary(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("LOCK.WAITFOR", "k2", b"t\x001", 5000)
     assert str(e.value) == "DEADLOCK t\\x001 -> k2 -> t2 -> k\\x0a1 -> t\\x001"
+
+
+def test_waiting_on_own_semaphore_permits_is_a_deadlock(r):
+    r.execute_command("SEM.ACQUIRE", "S", "me", 2, 10000, "PERMITS", 2)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("SEM.ACQUIRE", "S", "me", 2, 10000, "BLOCK", 0)
+    assert str(e.value) == "DEADLOCK me -> S -> me"
+    assert r.info("padlock")["padlock_blocked_clients"] == 0
+
+
+def test_multi_key_grant_keeps_lease_handover_on_its_other_keys(r, bg):
+    """A waiter behind a multi-key grant on its *other* key is still handed
+    that key promptly when the multi-key holder's lease runs out."""
+    r.execute_command("LOCK.ACQUIRE", "{m}a", "x", 10000)
+    multi = bg("LOCK.MACQUIRE", 2, "{m}a", "{m}b", "m", 300, "BLOCK", 0)
+    wait_blocked(r, 1)
+    behind_b = bg("LOCK.ACQUIRE", "{m}b", "y", 10000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    r.execute_command("LOCK.RELEASE", "{m}a", "x")
+    multi.result()
+    t_end = time.time() + r.pttl("{m}b") / 1000
+    assert behind_b.result() > 0
+    assert (behind_b.done_at - t_end) * 1000 < 50

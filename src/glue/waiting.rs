@@ -257,12 +257,11 @@ fn render(cycle: Vec<Node<KeyId>>) -> Error {
 
 /// `Err(DEADLOCK ...)` when `holder` waiting for `key` would close a cycle.
 fn check_deadlock(ctx: &Context, holder: &[u8], key: &KeyId, now: i64) -> Result<(), Error> {
+    // Even with no edges at all, a holder that wants more permits of a
+    // semaphore it alone holds would wait for itself.
     let cycle = STATE.with(|s| {
-        let s = s.borrow();
-        if s.graph.is_empty() {
-            return None;
-        }
-        s.graph
+        s.borrow()
+            .graph
             .cycle_if_waits(holder, key, now, |k| held_at(ctx, k, now))
     });
     match cycle {
@@ -451,6 +450,7 @@ fn serve(ctx: &Context, key: &KeyId) {
     if !blocking::is_master(ctx) {
         return;
     }
+    let mut touched: Vec<KeyId> = Vec::new();
     loop {
         let next = with(|s| {
             let id = s.queues.head(key)?;
@@ -492,6 +492,8 @@ fn serve(ctx: &Context, key: &KeyId) {
             break;
         };
         info::bump(&info::HANDOFFS);
+        // A multi-key grant also sets new leases on its other keys.
+        touched.extend(keys.iter().filter(|k| *k != key).cloned());
         let undo = what.map(|what| Undo {
             db,
             keys: keys.into_iter().map(|k| k.1).collect(),
@@ -501,6 +503,9 @@ fn serve(ctx: &Context, key: &KeyId) {
         blocking::wake(w.handle, reply, undo);
     }
     refresh(ctx, key);
+    for k in &touched {
+        refresh(ctx, k);
+    }
 }
 
 /// Grants `want` now if it can be: the reply, and what was granted.
