@@ -23,6 +23,8 @@ mod replicate;
 pub mod types;
 mod waiting;
 
+use std::ffi::CStr;
+
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{
     Context, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue, Status,
@@ -54,6 +56,19 @@ pub fn reply(result: Result<RedisValue, Error>) -> RedisResult {
         Error::Arity => RedisError::WrongArity,
         e => RedisError::String(e.message()),
     })
+}
+
+/// A keyspace event of the module class (`notify-keyspace-events` `d`).
+pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    // SAFETY: live context and key; the event name is a static C string.
+    unsafe {
+        rm!(RedisModule_NotifyKeyspaceEvent)(
+            ctx.ctx,
+            redis_module::raw::REDISMODULE_NOTIFY_MODULE,
+            event.as_ptr(),
+            key.inner,
+        );
+    }
 }
 
 /// A reply of named fields: a map in RESP3, a flat array in RESP2.
@@ -106,7 +121,7 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
             types::ValueKind::Sem => c"sem.expired",
         };
         let key = RedisString::create_from_slice(ctx.ctx, key);
-        commands::lock::notify(ctx, name, &key);
+        notify(ctx, name, &key);
     }
 }
 

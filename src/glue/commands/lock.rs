@@ -1,9 +1,7 @@
 //! `LOCK.*`: parse, open the key, let `core::lock` decide, apply and
 //! replicate the effect, reply.
 
-use std::ffi::CStr;
-
-use redis_module::{raw, Context, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
@@ -12,7 +10,7 @@ use crate::glue::config::{grace_running, limits};
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
-use crate::glue::{fences, now_ms, replicate};
+use crate::glue::{fences, notify, now_ms, replicate};
 
 use super::{block_for, grant_or_wait};
 
@@ -38,18 +36,6 @@ pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Ef
             key.delete();
             replicate::del(ctx, name);
         }
-    }
-}
-
-pub(crate) fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
-    // SAFETY: live context and key; the event name is a static C string.
-    unsafe {
-        rm!(RedisModule_NotifyKeyspaceEvent)(
-            ctx.ctx,
-            raw::REDISMODULE_NOTIFY_MODULE,
-            event.as_ptr(),
-            key.inner,
-        );
     }
 }
 

@@ -12,7 +12,7 @@ use crate::glue::config::{grace_running, limits};
 use crate::glue::info::{self, bump};
 use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
-use crate::glue::{now_ms, replicate};
+use crate::glue::{notify, now_ms, replicate};
 
 use super::{block_for, grant_or_wait};
 
@@ -81,7 +81,7 @@ pub(crate) fn try_acquire(
     drop(key);
     if got.is_some() {
         bump(&info::SEM_ACQUIRED);
-        super::lock::notify(ctx, c"sem.acquire", name);
+        notify(ctx, c"sem.acquire", name);
         waiting::acquired(ctx, holder, name);
     }
     Ok(got)
@@ -138,7 +138,7 @@ fn release_permits(
     })?;
     drop(key);
     bump(&info::SEM_RELEASED);
-    super::lock::notify(ctx, c"sem.release", name);
+    notify(ctx, c"sem.release", name);
     waiting::after_write(ctx, name);
     Ok(left)
 }
