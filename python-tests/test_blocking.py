@@ -290,3 +290,45 @@ def test_client_unblock_racing_a_grant_never_hangs(server):
             assert state["holder"] == b"b" and state["fence"] == got, i
         outcomes.add("nil" if got is None else "dropped" if got == "dropped" else "fence")
     assert wait_for(lambda: blocked(r) == 0)
+
+
+def test_pexpire_moves_the_handover(r, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 60000)
+    w = bg("LOCK.ACQUIRE", "k", "b", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    r.pexpire("k", 100)
+    t_end = time.time() + 0.1
+    assert w.result() > 0
+    assert (w.done_at - t_end) * 1000 < 50, "handed over when the new lease ended"
+
+
+def test_semaphore_del_serves_waiters(r, bg):
+    r.execute_command("SEM.ACQUIRE", "s", "a", 1, 60000)
+    w = bg("SEM.ACQUIRE", "s", "b", 1, 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    r.delete("s")
+    assert w.result() == 1
+    assert list(sinfo(r, "s")["holders"]) == [b"b"]
+
+
+def test_block_reenters_at_once(r):
+    f = r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    assert r.execute_command("LOCK.ACQUIRE", "k", "a", 10000, "BLOCK", 0) == f
+    assert info(r, "k")["count"] == 2
+
+
+def test_macquire_block_timeout_changes_nothing(r):
+    r.execute_command("LOCK.ACQUIRE", "b", "x", 10000)
+    assert r.execute_command("LOCK.MACQUIRE", 2, "a", "b", "w", 1000, "BLOCK", 100) is None
+    assert not r.exists("a") and info(r, "b")["holder"] == b"x"
+    assert blocked(r) == 0
+
+
+def test_block_works_in_resp3(server):
+    r3 = server.client(protocol=3)
+    r3.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    from conftest import Background
+    w = Background(server, "LOCK.ACQUIRE", "k", "b", 10000, "BLOCK", 0)
+    assert wait_for(lambda: blocked(r3) == 1)
+    r3.execute_command("LOCK.RELEASE", "k", "a")
+    assert w.result() > 0

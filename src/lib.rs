@@ -40,6 +40,7 @@ redis_module! {
     ],
     event_handlers: [
         [@EXPIRED @EVICTED: glue::on_key_event],
+        [@GENERIC: glue::on_generic_event],
     ],
     configurations: [
         i64: [

@@ -125,6 +125,14 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
     }
 }
 
+/// Keyspace events of the generic class: a lock's lease moved by hand
+/// (`PEXPIRE`, `EXPIREAT`, ...) must move the hand-off timer of its waiters.
+pub fn on_generic_event(_ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
+    if name == "expire" {
+        waiting::on_unlink(key);
+    }
+}
+
 pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     std::panic::set_hook(Box::new(|p| {
         eprintln!("padlock: internal error (panic): {p}");

@@ -350,7 +350,8 @@ fn note_pending(names: impl IntoIterator<Item = Vec<u8>>) {
     arm(now_ms());
 }
 
-/// A lock or semaphore key was removed by another hand.
+/// A lock or semaphore key was removed by another hand, or its expiry
+/// changed: serve and re-time its waiters at the next timer.
 pub fn on_unlink(name: &[u8]) {
     if !nobody_waits() {
         note_pending([name.to_vec()]);
