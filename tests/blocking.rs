@@ -5,11 +5,10 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
-use redis::cmd;
+use common::{call, Server};
 
 fn blocked(c: &mut redis::Connection) -> i64 {
-    let info: String = cmd("INFO").arg("padlock").query(c).unwrap();
+    let info: String = call(c, &["INFO", "padlock"]).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("padlock_blocked_clients:"))
         .and_then(|v| v.trim().parse().ok())
@@ -28,31 +27,15 @@ fn wait_blocked(c: &mut redis::Connection, n: i64) {
 fn release_hands_the_lock_to_the_waiter() {
     let s = Server::start();
     let mut c = s.conn();
-    let _: i64 = cmd("LOCK.ACQUIRE")
-        .arg("k")
-        .arg("a")
-        .arg(10_000)
-        .query(&mut c)
-        .unwrap();
+    let _: i64 = call(&mut c, &["LOCK.ACQUIRE", "k", "a", "10000"]).unwrap();
     let mut w = s.conn();
     let waiter = thread::spawn(move || -> Option<i64> {
-        cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg("b")
-            .arg(10_000)
-            .arg("BLOCK")
-            .arg(0)
-            .query(&mut w)
-            .unwrap()
+        call(&mut w, &["LOCK.ACQUIRE", "k", "b", "10000", "BLOCK", "0"]).unwrap()
     });
     wait_blocked(&mut c, 1);
-    let _: i64 = cmd("LOCK.RELEASE").arg("k").arg("a").query(&mut c).unwrap();
+    let _: i64 = call(&mut c, &["LOCK.RELEASE", "k", "a"]).unwrap();
     assert!(waiter.join().unwrap().is_some());
-    let err = cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg("a")
-        .query::<i64>(&mut c)
-        .unwrap_err();
+    let err = call::<i64>(&mut c, &["LOCK.RELEASE", "k", "a"]).unwrap_err();
     assert_eq!(err.code(), Some("NOTHELD"), "b holds it now");
 }
 
@@ -60,21 +43,10 @@ fn release_hands_the_lock_to_the_waiter() {
 fn block_times_out_with_nil() {
     let s = Server::start();
     let mut c = s.conn();
-    let _: i64 = cmd("LOCK.ACQUIRE")
-        .arg("k")
-        .arg("a")
-        .arg(10_000)
-        .query(&mut c)
-        .unwrap();
+    let _: i64 = call(&mut c, &["LOCK.ACQUIRE", "k", "a", "10000"]).unwrap();
     let t = Instant::now();
-    let got: Option<i64> = cmd("LOCK.ACQUIRE")
-        .arg("k")
-        .arg("b")
-        .arg(1000)
-        .arg("BLOCK")
-        .arg(100)
-        .query(&mut c)
-        .unwrap();
+    let got: Option<i64> =
+        call(&mut c, &["LOCK.ACQUIRE", "k", "b", "1000", "BLOCK", "100"]).unwrap();
     assert_eq!(got, None);
     assert!(t.elapsed() >= Duration::from_millis(90));
     assert_eq!(blocked(&mut c), 0);
@@ -85,27 +57,11 @@ fn deadlock_is_reported_at_once() {
     let s = Server::start();
     let mut c = s.conn();
     for (k, h) in [("a", "t1"), ("b", "t2")] {
-        let _: i64 = cmd("LOCK.ACQUIRE")
-            .arg(k)
-            .arg(h)
-            .arg(10_000)
-            .query(&mut c)
-            .unwrap();
+        let _: i64 = call(&mut c, &["LOCK.ACQUIRE", k, h, "10000"]).unwrap();
     }
-    let waitfor: i64 = cmd("LOCK.WAITFOR")
-        .arg("a")
-        .arg("t2")
-        .arg(5000)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(waitfor, 1);
-    let err = cmd("LOCK.ACQUIRE")
-        .arg("b")
-        .arg("t1")
-        .arg(1000)
-        .arg("BLOCK")
-        .arg(0)
-        .query::<Option<i64>>(&mut c)
+    let declared: i64 = call(&mut c, &["LOCK.WAITFOR", "a", "t2", "5000"]).unwrap();
+    assert_eq!(declared, 1);
+    let err = call::<Option<i64>>(&mut c, &["LOCK.ACQUIRE", "b", "t1", "1000", "BLOCK", "0"])
         .unwrap_err();
     assert_eq!(err.code(), Some("DEADLOCK"));
     assert!(

@@ -88,3 +88,11 @@ impl Drop for Server {
         }
     }
 }
+
+/// One command from string arguments: `call(&mut c, &["LOCK.INFO", "k"])`.
+pub fn call<T: redis::FromRedisValue>(
+    c: &mut redis::Connection,
+    args: &[&str],
+) -> redis::RedisResult<T> {
+    redis::cmd(args[0]).arg(&args[1..]).query(c)
+}
