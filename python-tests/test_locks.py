@@ -236,3 +236,23 @@ def test_multi_key_commands_declare_their_keys(r):
     assert keys("LOCK.MRELEASE", 3, "x", "y", "z", "h") == ["x", "y", "z"]
     assert keys("LOCK.ACQUIRE", "k", "h", 100) == ["k"]
     assert keys("LOCK.INFO", "k") == ["k"]
+
+
+def test_watch_sees_changes_not_refusals(server):
+    r, other = server.client(), server.client()
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 5000)
+    r.execute_command("SEM.ACQUIRE", "s", "a", 1, 5000)
+    with r.pipeline() as p:
+        p.watch("k", "s")
+        assert other.execute_command("LOCK.ACQUIRE", "k", "b", 5000) is None
+        assert other.execute_command("SEM.ACQUIRE", "s", "b", 1, 5000) is None
+        p.multi()
+        p.ping()
+        assert p.execute() == [True], "a refused acquire changes nothing"
+    with r.pipeline() as p:
+        p.watch("k")
+        other.execute_command("LOCK.EXTEND", "k", "a", 9000)
+        p.multi()
+        p.ping()
+        with pytest.raises(redis.WatchError):
+            p.execute()

@@ -29,6 +29,8 @@ pub struct Semaphore {
     /// Re-created by `SEM.EXTEND` during the restart grace: the limit is
     /// the permits re-created so far, until a `SEM.ACQUIRE` sets it.
     recreated: bool,
+    /// Counts changes, so the glue can tell whether a call wrote anything.
+    changes: u64,
 }
 
 /// What `SEM.INFO` shows: only holders whose lease is still running.
@@ -89,11 +91,20 @@ impl Semaphore {
 
     /// Sets the stored limit (replication, AOF, and a successful acquire).
     pub fn set_limit(&mut self, limit: u64) {
-        self.limit = limit;
+        if self.limit != limit {
+            self.limit = limit;
+            self.changes += 1;
+        }
+    }
+
+    /// A counter that moves with every change.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Sets one holder's state outright; `permits` 0 removes the holder.
     pub fn set_holder(&mut self, holder: &[u8], permits: u64, deadline_ms: i64) {
+        self.changes += 1;
         if let Some(old) = self.holders.remove(holder) {
             self.used -= old.permits;
             self.by_deadline.remove(&(old.deadline_ms, holder.into()));
@@ -120,6 +131,7 @@ impl Semaphore {
                 break;
             }
             if let Some((_, holder)) = self.by_deadline.pop_first() {
+                self.changes += 1;
                 if let Some(e) = self.holders.remove(&holder) {
                     self.used -= e.permits;
                 }
@@ -149,7 +161,7 @@ impl Semaphore {
             return None;
         }
         let total = self.holder(holder).map_or(0, |e| e.permits) + permits;
-        self.limit = limit;
+        self.set_limit(limit);
         self.recreated = false;
         self.set_holder(holder, total, now_ms.saturating_add(ttl_ms));
         Some(total)
@@ -195,7 +207,7 @@ impl Semaphore {
         }
         self.set_holder(holder, permits, now_ms.saturating_add(ttl_ms));
         if self.recreated {
-            self.limit = self.used;
+            self.set_limit(self.used);
         }
     }
 

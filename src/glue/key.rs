@@ -12,8 +12,14 @@ use crate::core::error::Error;
 use crate::core::lock::Lock;
 use crate::core::semaphore::Semaphore;
 
-pub struct Key {
+pub struct Key<'a> {
     ptr: *mut raw::RedisModuleKey,
+    ctx: *mut raw::RedisModuleCtx,
+    name: &'a RedisString,
+    /// Written to: WATCH and client-side caching are told on close. (The
+    /// module turns off Redis' implicit signal, which would also fire for
+    /// a refused acquire that changed nothing.)
+    modified: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,20 +30,30 @@ pub enum Kind {
     Other,
 }
 
-impl Key {
-    pub fn read(ctx: &Context, name: &RedisString) -> Key {
+impl<'a> Key<'a> {
+    pub fn read(ctx: &Context, name: &'a RedisString) -> Key<'a> {
         Self::open(ctx, name, raw::REDISMODULE_READ)
     }
 
-    pub fn write(ctx: &Context, name: &RedisString) -> Key {
+    pub fn write(ctx: &Context, name: &'a RedisString) -> Key<'a> {
         Self::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
     }
 
-    fn open(ctx: &Context, name: &RedisString, mode: u32) -> Key {
+    fn open(ctx: &Context, name: &'a RedisString, mode: u32) -> Key<'a> {
         // SAFETY: ctx and name are live for this command; the key is closed
         // in Drop.
         let ptr = unsafe { rm!(RedisModule_OpenKey)(ctx.ctx, name.inner, mode as i32) };
-        Key { ptr }
+        Key {
+            ptr,
+            ctx: ctx.ctx,
+            name,
+            modified: false,
+        }
+    }
+
+    /// Notes a change made through `lock()` / `sem()`.
+    pub fn modified(&mut self) {
+        self.modified = true;
     }
 
     pub fn kind(&self) -> Kind {
@@ -88,6 +104,7 @@ impl Key {
     }
 
     fn put<T>(&mut self, t: &redis_module::native_types::RedisType, value: T) {
+        self.modified = true;
         let boxed = Box::into_raw(Box::new(value)) as *mut c_void;
         // SAFETY: the key is open for writing; Redis owns the box from here
         // and frees it through the type's free callback.
@@ -119,6 +136,7 @@ impl Key {
     }
 
     pub fn set_expire_at(&mut self, at_ms: i64) {
+        self.modified = true;
         // SAFETY: open key holding a value.
         unsafe {
             rm!(RedisModule_SetAbsExpire)(self.ptr, at_ms);
@@ -126,6 +144,7 @@ impl Key {
     }
 
     pub fn delete(&mut self) {
+        self.modified = true;
         super::types::deleting_on_purpose(|| {
             // SAFETY: open key.
             unsafe {
@@ -135,11 +154,18 @@ impl Key {
     }
 }
 
-impl Drop for Key {
+impl Drop for Key<'_> {
     fn drop(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: opened in `open`, closed only here.
-            unsafe { rm!(RedisModule_CloseKey)(self.ptr) };
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: opened in `open`, closed only here; ctx and name outlive
+        // the key.
+        unsafe {
+            rm!(RedisModule_CloseKey)(self.ptr);
+            if self.modified {
+                rm!(RedisModule_SignalModifiedKey)(self.ctx, self.name.inner);
+            }
         }
     }
 }

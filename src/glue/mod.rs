@@ -138,6 +138,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         eprintln!("padlock: internal error (panic): {p}");
     }));
     config::LOADED_MS.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
+    ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
     commands::set_acl_categories(ctx);
     waiting::init(ctx);
     info::register(ctx);

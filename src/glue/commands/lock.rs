@@ -31,6 +31,7 @@ pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Ef
                 l.count = count;
                 replicate::lock_set(ctx, name, l, deadline);
             }
+            key.modified();
         }
         Effect::Free => {
             key.delete();

@@ -23,18 +23,19 @@ use super::{block_for, grant_or_wait};
 pub(crate) fn change<R>(
     ctx: &Context,
     name: &RedisString,
-    key: &mut Key,
+    key: &mut Key<'_>,
     expire_at: Option<i64>,
     new_limit: u64,
     f: impl FnOnce(&mut Semaphore) -> Result<R, Error>,
 ) -> Result<R, Error> {
     let existing = key.sem()?.is_some();
     let mut fresh = (!existing).then(|| Semaphore::new(new_limit));
-    let (result, empty, latest) = {
+    let (result, changed, empty, latest) = {
         let sem: &mut Semaphore = match fresh.as_mut() {
             Some(s) => s,
             None => key.sem()?.ok_or(Error::WrongType)?,
         };
+        let before = sem.changes();
         if let Some(now) = expire_at {
             for holder in sem.expire(now) {
                 replicate::sem_set(ctx, name, &holder, sem.limit(), 0, 0);
@@ -43,7 +44,8 @@ pub(crate) fn change<R>(
             }
         }
         let r = f(sem);
-        (r, sem.is_empty(), sem.latest_deadline())
+        let changed = sem.changes() != before;
+        (r, changed, sem.is_empty(), sem.latest_deadline())
     };
     match (fresh, empty, latest) {
         (Some(s), false, Some(at)) => {
@@ -51,7 +53,9 @@ pub(crate) fn change<R>(
             key.set_expire_at(at);
         }
         (None, true, _) => key.delete(),
-        (None, false, Some(at)) => key.set_expire_at(at),
+        (None, false, Some(at)) if changed => {
+            key.set_expire_at(at);
+        }
         _ => {}
     }
     result
