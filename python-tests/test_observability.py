@@ -79,6 +79,20 @@ def test_acl_module_category(server):
     assert app.execute_command("LOCK.ACQUIRE", "k", "h", 1000) > 0
     with pytest.raises(redis.exceptions.NoPermissionError):
         app.set("k2", "v")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        app.execute_command("PADLOCK.LOCKSET", "k3", "h", 1, 1, 0)
+
+
+def test_internal_commands_are_admin(server):
+    r = server.client()
+    if b"padlock.lockset" not in r.execute_command("ACL", "CAT", "admin"):
+        pytest.skip("this server gives module commands no ACL categories (Redis 7.0)")
+    r.execute_command("ACL", "SETUSER", "app", "on", "nopass", "+@all", "-@admin", "~*")
+    app = server.client(username="app", password="x")
+    assert app.execute_command("LOCK.ACQUIRE", "k", "h", 1000) > 0
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        app.execute_command("PADLOCK.LOCKSET", "k2", "forged", 1, 1, 0)
+    assert not r.exists("k2")
 
 
 def test_command_flags(r):

@@ -35,8 +35,10 @@ redis_module! {
         ["sem.release", cmd::sem_release, "write fast", 1, 1, 1, AclCategory::None],
         ["sem.extend", cmd::sem_extend, "write deny-oom fast", 1, 1, 1, AclCategory::None],
         ["sem.info", cmd::sem_info, "readonly", 1, 1, 1, AclCategory::None],
-        ["padlock.lockset", cmd::padlock_lockset, "write deny-oom", 1, 1, 1, AclCategory::None],
-        ["padlock.semset", cmd::padlock_semset, "write deny-oom", 1, 1, 1, AclCategory::None],
+        // Internal (replication, AOF): `admin` keeps them out of ordinary
+        // users' reach, `+@padlock` does not grant them.
+        ["padlock.lockset", cmd::padlock_lockset, "write deny-oom admin", 1, 1, 1, AclCategory::None],
+        ["padlock.semset", cmd::padlock_semset, "write deny-oom admin", 1, 1, 1, AclCategory::None],
     ],
     event_handlers: [
         [@EXPIRED @EVICTED: glue::on_key_event],

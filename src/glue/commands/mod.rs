@@ -102,8 +102,8 @@ const CATEGORIES: &[(&str, &str)] = &[
     ("sem.release", "write fast"),
     ("sem.extend", "write fast"),
     ("sem.info", "read"),
-    ("padlock.lockset", "write"),
-    ("padlock.semset", "write"),
+    ("padlock.lockset", "write admin dangerous"),
+    ("padlock.semset", "write admin dangerous"),
 ];
 
 pub fn set_acl_categories(ctx: &Context) {
@@ -124,9 +124,14 @@ pub fn set_acl_categories(ctx: &Context) {
         _ => false,
     };
     for (cmd, cats) in CATEGORIES {
+        let own_cat = if cats.contains("admin") {
+            ""
+        } else {
+            " padlock"
+        };
         let (Ok(name), Ok(with_own), Ok(plain)) = (
             CString::new(*cmd),
-            CString::new(format!("{cats} padlock")),
+            CString::new(format!("{cats}{own_cat}")),
             CString::new(*cats),
         ) else {
             continue;
