@@ -23,10 +23,13 @@ pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Ef
             key.set_expire_at(deadline_ms);
         }
         Effect::Touch { count, deadline_ms } => {
-            if let Some(d) = deadline_ms {
-                key.set_expire_at(d);
-            }
-            let deadline = key.expire_at().unwrap_or(0);
+            let deadline = match deadline_ms {
+                Some(d) => {
+                    key.set_expire_at(d);
+                    d
+                }
+                None => key.expire_at().unwrap_or(0),
+            };
             if let Ok(Some(l)) = key.lock() {
                 l.count = count;
                 replicate::lock_set(ctx, name, l, deadline);
