@@ -221,3 +221,15 @@ def test_memory_usage_per_holder(r, record_property):
     print(f"MEMORY USAGE by holders: {sizes}")
     per_holder = (sizes[10000] - sizes[100]) / 9900
     assert 20 < per_holder < 300, sizes
+
+
+def test_copy_and_dump_restore(r):
+    r.execute_command("SEM.ACQUIRE", "s", "a", 4, 60000, "PERMITS", 3)
+    r.execute_command("SEM.ACQUIRE", "s", "b", 4, 30000)
+    assert r.copy("s", "s2")
+    r.restore("s3", r.pttl("s"), r.dump("s"))
+    for k in ("s2", "s3"):
+        assert comparable(sinfo(r, k)) == comparable(sinfo(r, "s")) == (4, 4, {b"a": 3, b"b": 1})
+        assert 0 < r.pttl(k) <= 60000
+    assert r.execute_command("SEM.RELEASE", "s2", "a") == 0
+    assert sinfo(r, "s")["used"] == 4, "copies are independent"
