@@ -91,11 +91,6 @@ impl<K: Hash + Eq + Clone, T> Queues<K, T> {
     pub fn keys(&self) -> impl Iterator<Item = &K> {
         self.by_key.keys()
     }
-
-    /// Every waiter, in arrival order.
-    pub fn iter(&self) -> impl Iterator<Item = (WaiterId, &Vec<K>, &T)> {
-        self.waiters.iter().map(|(id, (k, t))| (*id, k, t))
-    }
 }
 
 #[cfg(test)]

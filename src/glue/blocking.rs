@@ -71,13 +71,6 @@ fn send(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
     }
 }
 
-fn send_nil(ctx: *mut raw::RedisModuleCtx) {
-    // SAFETY: live client context.
-    unsafe {
-        rm!(RedisModule_ReplyWithNull)(ctx);
-    }
-}
-
 fn wake_of(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Wake> {
     // SAFETY: the private data is null or a Box<Wake> from `wake`, kept
     // alive by Redis until `free_wake`.
@@ -102,7 +95,7 @@ unsafe extern "C" fn on_reply(
 ) -> c_int {
     guarded(|| match wake_of(ctx) {
         Some(w) => deliver(ctx, w),
-        None => send_nil(ctx),
+        None => send(ctx, &Reply::Nil),
     });
     raw::REDISMODULE_OK as c_int
 }
@@ -119,7 +112,7 @@ unsafe extern "C" fn on_timeout(
             deliver(ctx, w);
             return;
         }
-        send_nil(ctx);
+        send(ctx, &Reply::Nil);
         let bc = rm!(RedisModule_GetBlockedClientHandle)(ctx);
         if waiting::forget(bc as usize) {
             rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());

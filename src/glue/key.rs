@@ -2,12 +2,9 @@
 //! types and the key's absolute expiry (there is no safe wrapper for the
 //! latter in `redis-module`, and its `to_raw_parts` closes keys twice).
 
-use std::os::raw::c_void;
-
 use redis_module::{raw, Context, RedisString};
 
-use super::info::{gauge, LOCKS, SEMAPHORES};
-use super::types::{LOCK_TYPE, SEM_TYPE};
+use super::types::{into_raw, Value, LOCK_TYPE, SEM_TYPE};
 use crate::core::error::Error;
 use crate::core::lock::Lock;
 use crate::core::semaphore::Semaphore;
@@ -80,49 +77,46 @@ impl<'a> Key<'a> {
         }
     }
 
-    fn value<T>(&mut self, want: Kind) -> Result<Option<&mut T>, Error> {
-        match self.kind() {
-            Kind::Empty => Ok(None),
-            k if k == want => {
-                // SAFETY: the key holds our type `want`, whose values are
-                // `Box<T>` pointers created by `put`.
-                let p = unsafe { rm!(RedisModule_ModuleTypeGetValue)(self.ptr) };
-                Ok(unsafe { (p as *mut T).as_mut() })
+    /// The value stored here: None for an empty key, `WRONGTYPE` for a
+    /// value of any other type.
+    fn value<T: Value>(&mut self) -> Result<Option<&mut T>, Error> {
+        if self.ptr.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: open key; a value of type `T::TYPE` is a `Box<T>` made by
+        // `types::into_raw`.
+        unsafe {
+            if rm!(RedisModule_KeyType)(self.ptr) == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
+                return Ok(None);
             }
-            _ => Err(Error::WrongType),
+            if rm!(RedisModule_ModuleTypeGetType)(self.ptr) != *T::TYPE.raw_type.borrow() {
+                return Err(Error::WrongType);
+            }
+            let p = rm!(RedisModule_ModuleTypeGetValue)(self.ptr);
+            Ok((p as *mut T).as_mut())
         }
     }
 
     /// The lock stored here; `WRONGTYPE` for any other value.
     pub fn lock(&mut self) -> Result<Option<&mut Lock>, Error> {
-        self.value(Kind::Lock)
+        self.value()
     }
 
     /// The semaphore stored here; `WRONGTYPE` for any other value.
     pub fn sem(&mut self) -> Result<Option<&mut Semaphore>, Error> {
-        self.value(Kind::Sem)
+        self.value()
     }
 
-    fn put<T>(&mut self, t: &redis_module::native_types::RedisType, value: T) {
+    /// Stores a new value (replacing any old one, expiry included).
+    pub fn put<T: Value>(&mut self, value: T) {
         self.modified = true;
-        let boxed = Box::into_raw(Box::new(value)) as *mut c_void;
+        let boxed = into_raw(value);
         // SAFETY: the key is open for writing; Redis owns the box from here
-        // and frees it through the type's free callback.
-        // Setting a value deletes the old one first, which is no removal
-        // by another hand.
+        // and frees it through the type's free callback. Setting a value
+        // deletes the old one first, which is no removal by another hand.
         super::types::deleting_on_purpose(|| unsafe {
-            rm!(RedisModule_ModuleTypeSetValue)(self.ptr, *t.raw_type.borrow(), boxed);
+            rm!(RedisModule_ModuleTypeSetValue)(self.ptr, *T::TYPE.raw_type.borrow(), boxed);
         });
-    }
-
-    pub fn put_lock(&mut self, lock: Lock) {
-        gauge(&LOCKS, 1);
-        self.put(&LOCK_TYPE, lock)
-    }
-
-    pub fn put_sem(&mut self, sem: Semaphore) {
-        gauge(&SEMAPHORES, 1);
-        self.put(&SEM_TYPE, sem)
     }
 
     /// Absolute expiry in unix ms, None when the key has none.

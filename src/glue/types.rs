@@ -164,15 +164,14 @@ extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut
     match load() {
         Ok(lock) => {
             fences::observe(lock.fence);
-            gauge(&LOCKS, 1);
-            Box::into_raw(Box::new(lock)).cast()
+            into_raw(lock)
         }
         Err(_) => std::ptr::null_mut(),
     }
 }
 
 extern "C" fn lock_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis hands back the pointer `Key::put_lock` stored.
+    // SAFETY: Redis hands back a pointer made by `into_raw::<Lock>`.
     let lock = unsafe { &*(value as *const Lock) };
     raw::save_slice(rdb, &lock.holder);
     raw::save_unsigned(rdb, lock.count);
@@ -202,35 +201,44 @@ extern "C" fn lock_mem_usage(value: *const c_void) -> usize {
     std::mem::size_of::<Lock>() + lock.holder.len()
 }
 
-/// A value type with its `INFO` gauge.
-trait Counted: Clone {
+/// One of padlock's two value types: its Redis data type and its `INFO`
+/// gauge. Every value Redis holds is a `Box<T>` made by `into_raw`.
+pub trait Value: Clone + 'static {
+    const TYPE: &'static RedisType;
     const GAUGE: &'static AtomicI64;
 }
 
-impl Counted for Lock {
+impl Value for Lock {
+    const TYPE: &'static RedisType = &LOCK_TYPE;
     const GAUGE: &'static AtomicI64 = &LOCKS;
 }
 
-impl Counted for Semaphore {
+impl Value for Semaphore {
+    const TYPE: &'static RedisType = &SEM_TYPE;
     const GAUGE: &'static AtomicI64 = &SEMAPHORES;
 }
 
-extern "C" fn free_value<T: Counted>(value: *mut c_void) {
+/// Hands a value to Redis (counted in its gauge until `free_value`).
+pub fn into_raw<T: Value>(value: T) -> *mut c_void {
+    gauge(T::GAUGE, 1);
+    Box::into_raw(Box::new(value)).cast()
+}
+
+extern "C" fn free_value<T: Value>(value: *mut c_void) {
     // SAFETY: the pointer came from Box::into_raw of a T, and Redis frees
     // each value once.
     drop(unsafe { Box::from_raw(value as *mut T) });
     gauge(T::GAUGE, -1);
 }
 
-extern "C" fn copy_value<T: Counted>(
+extern "C" fn copy_value<T: Value>(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
     // SAFETY: Redis hands back a pointer it got from a Box<T>.
     let v = unsafe { &*(value as *const T) };
-    gauge(T::GAUGE, 1);
-    Box::into_raw(Box::new(v.clone())).cast()
+    into_raw(v.clone())
 }
 
 // ---- semaphores -----------------------------------------------------------
@@ -251,16 +259,13 @@ extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut 
         Ok(sem)
     };
     match load() {
-        Ok(sem) => {
-            gauge(&SEMAPHORES, 1);
-            Box::into_raw(Box::new(sem)).cast()
-        }
+        Ok(sem) => into_raw(sem),
         Err(_) => std::ptr::null_mut(),
     }
 }
 
 extern "C" fn sem_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis hands back the pointer `Key::put_sem` stored.
+    // SAFETY: Redis hands back a pointer made by `into_raw::<Semaphore>`.
     let sem = unsafe { &*(value as *const Semaphore) };
     raw::save_unsigned(rdb, sem.limit());
     raw::save_unsigned(rdb, sem.len() as u64);

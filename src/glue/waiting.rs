@@ -28,7 +28,7 @@ use super::now_ms;
 use crate::core::args::Arg;
 use crate::core::error::Error;
 use crate::core::queue::{Queues, WaiterId};
-use crate::core::waitgraph::{Held, Node, Source, WaitGraph};
+use crate::core::waitgraph::{Held, Node, WaitGraph};
 
 /// A key in a database.
 pub type KeyId = (i32, Vec<u8>);
@@ -605,18 +605,18 @@ pub fn waitfor(
 /// `LOCK.GRAPH`: `[waiter, key, [holders...], ttl-ms-left]` per edge.
 pub fn graph(ctx: &Context) -> RedisValue {
     let now = now_ms();
-    let edges: Vec<(Vec<u8>, KeyId, Option<i64>, Source)> = with(|s| {
+    let edges: Vec<(Vec<u8>, KeyId, Option<i64>)> = with(|s| {
         s.graph.prune(now);
         s.graph
             .edges(now)
             .into_iter()
-            .map(|(h, e)| (h.to_vec(), e.key.clone(), e.expires_at, e.source))
+            .map(|(h, e)| (h.to_vec(), e.key.clone(), e.expires_at))
             .collect()
     });
     RedisValue::Array(
         edges
             .into_iter()
-            .map(|(waiter, key, expires, _)| {
+            .map(|(waiter, key, expires)| {
                 let holders = match held_at(ctx, &key, now) {
                     Held::Free => vec![],
                     Held::Lock(h) => vec![h],

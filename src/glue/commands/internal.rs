@@ -46,7 +46,7 @@ pub fn lockset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let mut key = Key::write(ctx, name);
     key.lock()?;
     fences::observe(lock.fence);
-    key.put_lock(lock);
+    key.put(lock);
     if deadline > 0 {
         key.set_expire_at(deadline);
     }
@@ -63,8 +63,7 @@ pub fn semset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
     let limit = num(limit, "limit", 1, MAX_PERMITS)? as u64;
     let permits = num(permits, "permits", 0, MAX_PERMITS)? as u64;
     let deadline = num(deadline, "deadline-ms", 0, i64::MAX)?;
-    let mut key = Key::write(ctx, name);
-    super::sem::change(ctx, name, &mut key, None, limit, |s| {
+    super::sem::change(ctx, name, None, limit, |s| {
         s.set_limit(limit);
         s.set_holder(holder, permits, deadline);
         Ok(())

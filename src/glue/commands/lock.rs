@@ -12,14 +12,14 @@ use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
 use crate::glue::{fences, notify, now_ms, replicate};
 
-use super::{block_for, grant_or_wait};
+use super::{grant_or_wait, Wait};
 
 /// Writes `effect` to the key and sends the same state to replicas.
 pub(crate) fn apply(ctx: &Context, name: &RedisString, key: &mut Key, effect: Effect) {
     match effect {
         Effect::Put { lock, deadline_ms } => {
             replicate::lock_set(ctx, name, &lock, deadline_ms);
-            key.put_lock(lock);
+            key.put(lock);
             key.set_expire_at(deadline_ms);
         }
         Effect::Touch { count, deadline_ms } => {
@@ -97,17 +97,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         waiting::after_write(ctx, req.key);
         RedisValue::Integer(g.fence as i64)
     };
-    let want = Want::Lock { ttl_ms: req.ttl_ms };
-    let keys = std::slice::from_ref(req.key);
-    let block = block_for(ctx, req.block_ms);
-    grant_or_wait(
-        ctx,
-        attempt,
-        reply,
-        &info::CONTENDED,
-        block,
-        (req.holder, keys, want),
-    )
+    let wait = Wait {
+        holder: req.holder,
+        keys: std::slice::from_ref(req.key),
+        want: Want::Lock { ttl_ms: req.ttl_ms },
+        block_ms: req.block_ms,
+    };
+    grant_or_wait(ctx, attempt, reply, &info::CONTENDED, wait)
 }
 
 pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -248,16 +244,13 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
                 .collect(),
         )
     };
-    let want = Want::Multi { ttl_ms: req.ttl_ms };
-    let block = block_for(ctx, req.block_ms);
-    grant_or_wait(
-        ctx,
-        attempt,
-        reply,
-        &info::CONTENDED,
-        block,
-        (req.holder, req.keys, want),
-    )
+    let wait = Wait {
+        holder: req.holder,
+        keys: req.keys,
+        want: Want::Multi { ttl_ms: req.ttl_ms },
+        block_ms: req.block_ms,
+    };
+    grant_or_wait(ctx, attempt, reply, &info::CONTENDED, wait)
 }
 
 /// All of `names` for `holder` now, or nothing.

@@ -55,18 +55,26 @@ handlers! {
     padlock_semset => internal::semset,
 }
 
+/// What a refused acquire waits for with `BLOCK`.
+struct Wait<'a> {
+    holder: &'a [u8],
+    keys: &'a [RedisString],
+    want: Want,
+    block_ms: Option<i64>,
+}
+
 /// The shape every acquire shares: what `attempt` got is the reply; when it
-/// was refused, the reply is nil, or with `BLOCK` the client queues on
-/// `keys` (the restart grace refuses with `-TRYAGAIN`, and `BLOCK` waits
-/// that out too).
+/// was refused, the reply is nil, or with `BLOCK` the client queues (the
+/// restart grace refuses with `-TRYAGAIN`, and `BLOCK` waits that out too).
+/// Inside MULTI, Lua or a module call `BLOCK` acts as absent.
 fn grant_or_wait<T>(
     ctx: &Context,
     attempt: Result<Option<T>, Error>,
     reply: impl FnOnce(T) -> RedisValue,
     contended: &AtomicU64,
-    block: Option<i64>,
-    wait: (&[u8], &[RedisString], Want),
+    wait: Wait<'_>,
 ) -> Result<RedisValue, Error> {
+    let block = wait.block_ms.filter(|_| super::blocking::can_block(ctx));
     match attempt {
         Ok(Some(got)) => return Ok(reply(got)),
         Ok(None) => {}
@@ -76,13 +84,8 @@ fn grant_or_wait<T>(
     bump(contended);
     match block {
         None => Ok(RedisValue::Null),
-        Some(timeout) => waiting::wait(ctx, wait.0, wait.1, wait.2, timeout),
+        Some(timeout) => waiting::wait(ctx, wait.holder, wait.keys, wait.want, timeout),
     }
-}
-
-/// The BLOCK timeout when this call may really block.
-fn block_for(ctx: &Context, block_ms: Option<i64>) -> Option<i64> {
-    block_ms.filter(|_| super::blocking::can_block(ctx))
 }
 
 /// Commands and the ACL categories they get where the server supports

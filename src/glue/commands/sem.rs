@@ -14,48 +14,56 @@ use crate::glue::key::Key;
 use crate::glue::waiting::{self, Want};
 use crate::glue::{notify, now_ms, replicate};
 
-use super::{block_for, grant_or_wait};
+use super::{grant_or_wait, Wait};
 
-/// Runs `f` on the semaphore stored at `key` (a new one with `new_limit`
-/// when the key is empty), then stores, re-times or deletes the key to
-/// match. With `expire_at = Some(now)` holders whose lease ended are
-/// removed first and each removal is replicated.
+/// Who changes a semaphore: a client command by `holder` at `now` (holders
+/// whose lease ended are removed first, and the holder's new state is
+/// replicated afterwards), or a replicated effect (`None`: nothing read
+/// from the clock, nothing replicated here).
+pub(crate) type By<'h> = Option<(&'h [u8], i64)>;
+
+/// Runs `f` on the semaphore at `name` (a new one with `new_limit` when
+/// the key is empty), then stores, re-times or deletes the key to match,
+/// and replicates what changed.
 pub(crate) fn change<R>(
     ctx: &Context,
     name: &RedisString,
-    key: &mut Key<'_>,
-    expire_at: Option<i64>,
+    by: By<'_>,
     new_limit: u64,
     f: impl FnOnce(&mut Semaphore) -> Result<R, Error>,
 ) -> Result<R, Error> {
-    let existing = key.sem()?.is_some();
-    let mut fresh = (!existing).then(|| Semaphore::new(new_limit));
+    let mut key = Key::write(ctx, name);
+    let mut fresh = None;
     let (result, changed, empty, latest) = {
-        let sem: &mut Semaphore = match fresh.as_mut() {
+        let sem = match key.sem()? {
             Some(s) => s,
-            None => key.sem()?.ok_or(Error::WrongType)?,
+            None => fresh.insert(Semaphore::new(new_limit)),
         };
         let before = sem.changes();
-        if let Some(now) = expire_at {
+        if let Some((_, now)) = by {
             for holder in sem.expire(now) {
                 replicate::sem_set(ctx, name, &holder, sem.limit(), 0, 0);
                 bump(&info::SEM_EXPIRED_HOLDERS);
                 bump(&info::EXPIRED);
             }
         }
-        let r = f(sem);
+        let result = f(sem);
         let changed = sem.changes() != before;
-        (r, changed, sem.is_empty(), sem.latest_deadline())
+        if let (Some((holder, _)), Ok(_), true) = (by, &result, changed) {
+            let (permits, deadline) = sem
+                .holder(holder)
+                .map_or((0, 0), |e| (e.permits, e.deadline_ms));
+            replicate::sem_set(ctx, name, holder, sem.limit(), permits, deadline);
+        }
+        (result, changed, sem.is_empty(), sem.latest_deadline())
     };
     match (fresh, empty, latest) {
         (Some(s), false, Some(at)) => {
-            key.put_sem(s);
+            key.put(s);
             key.set_expire_at(at);
         }
         (None, true, _) => key.delete(),
-        (None, false, Some(at)) if changed => {
-            key.set_expire_at(at);
-        }
+        (None, false, Some(at)) if changed => key.set_expire_at(at),
         _ => {}
     }
     result
@@ -71,18 +79,12 @@ pub(crate) fn try_acquire(
     ttl_ms: i64,
     now: i64,
 ) -> Result<Option<u64>, Error> {
-    let mut key = Key::write(ctx, name);
-    let got = change(ctx, name, &mut key, Some(now), limit, |s| {
+    let got = change(ctx, name, Some((holder, now)), limit, |s| {
         if s.fits(limit, permits) && grace_running(now, ttl_ms) {
             return Err(Error::TryAgain);
         }
-        let got = s.acquire(holder, limit, permits, ttl_ms, now);
-        if let (Some(total), Some(e)) = (got, s.holder(holder)) {
-            replicate::sem_set(ctx, name, holder, s.limit(), total, e.deadline_ms);
-        }
-        Ok(got)
+        Ok(s.acquire(holder, limit, permits, ttl_ms, now))
     })?;
-    drop(key);
     if got.is_some() {
         bump(&info::SEM_ACQUIRED);
         notify(ctx, c"sem.acquire", name);
@@ -103,21 +105,17 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         try_acquire(ctx, req.key, req.holder, limit, n, req.ttl_ms, now_ms())
     };
     let reply = |total: u64| RedisValue::Integer(total as i64);
-    let want = Want::Sem {
-        limit: req.limit,
-        permits: req.permits,
-        ttl_ms: req.ttl_ms,
+    let wait = Wait {
+        holder: req.holder,
+        keys: std::slice::from_ref(req.key),
+        want: Want::Sem {
+            limit: req.limit,
+            permits: req.permits,
+            ttl_ms: req.ttl_ms,
+        },
+        block_ms: req.block_ms,
     };
-    let keys = std::slice::from_ref(req.key);
-    let block = block_for(ctx, req.block_ms);
-    grant_or_wait(
-        ctx,
-        attempt,
-        reply,
-        &info::SEM_CONTENDED,
-        block,
-        (req.holder, keys, want),
-    )
+    grant_or_wait(ctx, attempt, reply, &info::SEM_CONTENDED, wait)
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -133,14 +131,9 @@ fn release_permits(
     holder: &[u8],
     permits: Option<u64>,
 ) -> Result<u64, Error> {
-    let mut key = Key::write(ctx, name);
-    let left = change(ctx, name, &mut key, Some(now_ms()), 0, |s| {
-        let deadline = s.holder(holder).map_or(0, |e| e.deadline_ms);
-        let left = s.release(name.bytes(), holder, permits)?;
-        replicate::sem_set(ctx, name, holder, s.limit(), left, deadline);
-        Ok(left)
+    let left = change(ctx, name, Some((holder, now_ms())), 0, |s| {
+        s.release(name.bytes(), holder, permits)
     })?;
-    drop(key);
     bump(&info::SEM_RELEASED);
     notify(ctx, c"sem.release", name);
     waiting::after_write(ctx, name);
@@ -154,29 +147,17 @@ pub(crate) fn undo_grant(ctx: &Context, name: &RedisString, holder: &[u8], permi
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_extend(&args[1..], &limits())?;
-    let mut key = Key::write(ctx, req.key);
     let now = now_ms();
-    change(ctx, req.key, &mut key, Some(now), 0, |s| {
+    change(ctx, req.key, Some((req.holder, now)), 0, |s| {
         match s.extend(req.key.bytes(), req.holder, req.ttl_ms, now) {
             // A holder from before a restart that lost it gets its permits back.
             Err(Error::NotHeld { .. }) if grace_running(now, req.ttl_ms) => {
-                s.recreate(req.holder, req.permits.unwrap_or(1), req.ttl_ms, now)
+                s.recreate(req.holder, req.permits.unwrap_or(1), req.ttl_ms, now);
+                Ok(())
             }
-            other => other?,
+            other => other,
         }
-        if let Some(e) = s.holder(req.holder) {
-            replicate::sem_set(
-                ctx,
-                req.key,
-                req.holder,
-                s.limit(),
-                e.permits,
-                e.deadline_ms,
-            );
-        }
-        Ok(())
     })?;
-    drop(key);
     bump(&info::SEM_EXTENDED);
     waiting::after_write(ctx, req.key);
     Ok(RedisValue::Integer(1))
