@@ -1,6 +1,8 @@
 //! The pure core: every rule of the SPEC as plain Rust, with no Redis types
 //! and the clock passed in (`now_ms`), so it is tested without a server.
 
+#![forbid(unsafe_code)]
+
 pub mod args;
 pub mod error;
 pub mod fence;
@@ -8,4 +10,5 @@ pub mod grace;
 pub mod lock;
 pub mod queue;
 pub mod semaphore;
+pub mod stored;
 pub mod waitgraph;

@@ -198,6 +198,18 @@ pub fn is_master(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::MASTER)
 }
 
+/// May padlock write now from outside a client's command (a timer)? Not on
+/// a replica, not while loading, and not while writes are paused
+/// (`CLIENT PAUSE WRITE|ALL`, `FAILOVER`, `CLUSTER FAILOVER`): Redis then
+/// keeps expired keys in place, and a write to one, or an effect
+/// propagated, trips its assertions. Such work waits for the pause to end.
+pub fn may_write(ctx: &Context) -> bool {
+    let flags = ctx.get_flags();
+    // SAFETY: plain API call without arguments.
+    let paused = unsafe { rm!(RedisModule_AvoidReplicaTraffic)() } != 0;
+    flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) && !paused
+}
+
 pub fn selected_db(ctx: &Context) -> i32 {
     // SAFETY: live context.
     unsafe { rm!(RedisModule_GetSelectedDb)(ctx.ctx) }

@@ -14,7 +14,7 @@ pub static MAX_HOLDER_LEN: AtomicI64 = AtomicI64::new(512);
 /// Bounds for the settings themselves: a ttl up to about 34 years, a holder
 /// up to 64 KiB.
 pub const MAX_TTL_MS_CEILING: i64 = 1 << 40;
-pub const MAX_HOLDER_LEN_CEILING: i64 = 65_536;
+pub const MAX_HOLDER_LEN_CEILING: i64 = crate::core::stored::MAX_HOLDER_LEN as i64;
 
 pub fn limits() -> Limits {
     Limits {

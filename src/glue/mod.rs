@@ -138,7 +138,12 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         eprintln!("padlock: internal error (panic): {p}");
     }));
     config::LOADED_MS.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
-    ctx.set_module_options(redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+    // HANDLE_IO_ERRORS: a damaged RESTORE payload or RDB file makes a load
+    // fail (and be refused) instead of aborting the server.
+    ctx.set_module_options(
+        redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
+            | redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS,
+    );
     commands::set_acl_categories(ctx);
     waiting::init(ctx);
     info::register(ctx);

@@ -15,6 +15,7 @@ use super::fences;
 use super::info::{gauge, LOCKS, SEMAPHORES};
 use crate::core::lock::Lock;
 use crate::core::semaphore::Semaphore;
+use crate::core::stored::{self, Invalid};
 
 const ENCODING_VERSION: i32 = 1;
 /// The type-methods layout of Redis 7.0 (copy, unlink, mem_usage2...): the
@@ -136,37 +137,59 @@ extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
 }
 
 extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, _encver: c_int, _when: c_int) -> c_int {
-    match raw::load_unsigned(rdb) {
+    match raw::load_unsigned(rdb).map_err(|_| SHORT).and_then(stored::fence_counter) {
         Ok(v) => {
             fences::observe(v);
             raw::Status::Ok as c_int
         }
-        Err(_) => raw::Status::Err as c_int,
+        Err(why) => {
+            refuse(rdb, "fence counter", why);
+            raw::Status::Err as c_int
+        }
     }
+}
+
+// ---- refusing damaged data -------------------------------------------------
+
+const SHORT: Invalid = "data ends early or cannot be read";
+
+fn known_encoding(encver: c_int) -> Result<(), Invalid> {
+    if encver == ENCODING_VERSION {
+        Ok(())
+    } else {
+        Err("unknown encoding version (saved by a newer padlock?)")
+    }
+}
+
+/// Logs why a stored value was refused and gives Redis nothing: `RESTORE`
+/// then answers an error, an RDB load stops with Redis' own report, and no
+/// part of the value is left behind.
+fn refuse(rdb: *mut raw::RedisModuleIO, what: &str, why: Invalid) -> *mut c_void {
+    if let Ok(msg) = CString::new(format!("padlock: refused a damaged {what} value: {why}")) {
+        // SAFETY: live IO handle; the format takes exactly one string.
+        unsafe {
+            rm!(RedisModule_LogIOError)(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+        }
+    }
+    std::ptr::null_mut()
 }
 
 // ---- locks ----------------------------------------------------------------
 
 extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
-        return std::ptr::null_mut();
-    }
-    let load = || -> Result<Lock, redis_module::error::Error> {
-        let holder = raw::load_string_buffer(rdb)?.as_ref().to_vec();
-        let count = raw::load_unsigned(rdb)?;
-        let fence = raw::load_unsigned(rdb)?;
-        Ok(Lock {
-            holder: holder.into(),
-            count,
-            fence,
-        })
+    let load = || -> Result<Lock, Invalid> {
+        known_encoding(encver)?;
+        let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+        let count = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let fence = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        stored::lock(holder.as_ref(), count, fence)
     };
     match load() {
         Ok(lock) => {
             fences::observe(lock.fence);
             into_raw(lock)
         }
-        Err(_) => std::ptr::null_mut(),
+        Err(why) => refuse(rdb, "pdlk-lock", why),
     }
 }
 
@@ -244,23 +267,22 @@ extern "C" fn copy_value<T: Value>(
 // ---- semaphores -----------------------------------------------------------
 
 extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
-        return std::ptr::null_mut();
-    }
-    let load = || -> Result<Semaphore, redis_module::error::Error> {
-        let mut sem = Semaphore::new(raw::load_unsigned(rdb)?);
-        let n = raw::load_unsigned(rdb)?;
+    let load = || -> Result<Semaphore, Invalid> {
+        known_encoding(encver)?;
+        let limit = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let mut sem = stored::SemaphoreLoader::new(limit, n)?;
         for _ in 0..n {
-            let holder = raw::load_string_buffer(rdb)?;
-            let permits = raw::load_unsigned(rdb)?;
-            let deadline = raw::load_signed(rdb)?;
-            sem.set_holder(holder.as_ref(), permits, deadline);
+            let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+            let permits = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            let deadline = raw::load_signed(rdb).map_err(|_| SHORT)?;
+            sem.holder(holder.as_ref(), permits, deadline)?;
         }
-        Ok(sem)
+        Ok(sem.finish())
     };
     match load() {
         Ok(sem) => into_raw(sem),
-        Err(_) => std::ptr::null_mut(),
+        Err(why) => refuse(rdb, "pdlk-sema", why),
     }
 }
 

@@ -418,11 +418,23 @@ fn take_back(ctx: &Context) {
     }
 }
 
+/// How often the timer looks again while writes are paused.
+const PAUSED_POLL_MS: i64 = 10;
+
 pub fn on_timer(ctx: &Context) {
     TIMER.set(None);
     let now = now_ms();
     time_out(now);
     if !blocking::is_master(ctx) {
+        return;
+    }
+    if !blocking::may_write(ctx) {
+        // Paused or loading: hand-offs and take-backs wait (nothing is
+        // lost: the pending keys, due leases and lost grants stay noted).
+        let work = !nobody_waits() || LOST.with(|l| !l.borrow().is_empty());
+        if work {
+            arm(now + PAUSED_POLL_MS);
+        }
         return;
     }
     take_back(ctx);
@@ -449,6 +461,10 @@ pub fn on_timer(ctx: &Context) {
 /// may serve several waiters in a row.
 fn serve(ctx: &Context, key: &KeyId) {
     if !blocking::is_master(ctx) {
+        return;
+    }
+    if !blocking::may_write(ctx) {
+        note_pending([key.1.clone()]);
         return;
     }
     let mut touched: Vec<KeyId> = Vec::new();
