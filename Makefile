@@ -6,7 +6,7 @@ PORT    ?= 6379
 VENV    := .venv
 PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 
-.PHONY: all deps build run test lint bench soak clean
+.PHONY: all deps build run test lint bench soak chaos clean
 
 all: build
 
@@ -29,6 +29,8 @@ test: build
 	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test '*'
 	@echo "==> Python suite on Redis $$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(command -v redis-server) $(PYTEST)
+	@echo "==> Python suite on Redis 8.0"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh) $(PYTEST)
 	@echo "==> Python suite on Valkey 9.1"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST)
 
@@ -44,6 +46,13 @@ soak: build
 	@scripts/deps.sh --python
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/soak.py
 
+# A minute of chaos (pauses, flushes, reloads, kills) on each server.
+chaos: build
+	@scripts/deps.sh --python
+	for srv in $$(command -v redis-server) $$(scripts/redis8.sh) $$($(VENV)/bin/python scripts/valkey-path.py); do \
+		PADLOCK_CHAOS_SECONDS=$${PADLOCK_CHAOS_SECONDS:-60} PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$srv \
+			$(PYTEST)/test_chaos.py -s || exit 1; done
+
 clean:
 	cargo clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .deps

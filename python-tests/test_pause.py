@@ -89,6 +89,7 @@ def test_lease_runs_out_during_coordinated_failover(make_server):
     replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
     m, rep = master.client(), replica.client()
     assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up")
+    assert wait_for(lambda: m.info("replication").get("slave0", {}).get("state") == "online")
     m.execute_command("LOCK.ACQUIRE", "p", "a", 300)
     w = Background(master, "LOCK.ACQUIRE", "p", "b", 10000, "BLOCK", 5000)
     wait_blocked(m, 1)

@@ -11,4 +11,5 @@ pub mod lock;
 pub mod queue;
 pub mod semaphore;
 pub mod stored;
+pub mod waiters;
 pub mod waitgraph;

@@ -5,9 +5,11 @@
 //! own expiry is kept at the latest holder deadline (the glue does that with
 //! `latest_deadline`), so an abandoned semaphore disappears by itself.
 //!
-//! Operations change nothing when they fail. Each successful change names
-//! the holder it touched so the glue can replicate exactly that holder's new
-//! state (`set_holder` is what replicas and the AOF apply).
+//! Like the lock rules, these decide on a borrowed semaphore and return an
+//! `Effect`: one holder's new state. The glue applies it (`apply`), stores
+//! the key to match and replicates exactly the effect, which is also what
+//! replicas and the AOF apply, so nothing is ever decided twice. A refused
+//! request returns no effect and so changes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,8 +31,31 @@ pub struct Semaphore {
     /// Re-created by `SEM.EXTEND` during the restart grace: the limit is
     /// the permits re-created so far, until a `SEM.ACQUIRE` sets it.
     recreated: bool,
-    /// Counts changes, so the glue can tell whether a call wrote anything.
-    changes: u64,
+}
+
+/// One holder's new state (permits 0: the holder leaves), with the limit
+/// in force after the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effect {
+    pub holder: Box<[u8]>,
+    pub limit: u64,
+    pub permits: u64,
+    pub deadline_ms: i64,
+    /// Sets the re-created mark (None leaves it).
+    pub recreated: Option<bool>,
+}
+
+impl Effect {
+    /// An effect as replicas and the AOF carry it (`PADLOCK.SEMSET`).
+    pub fn set(holder: &[u8], limit: u64, permits: u64, deadline_ms: i64) -> Effect {
+        Effect {
+            holder: holder.into(),
+            limit,
+            permits,
+            deadline_ms,
+            recreated: None,
+        }
+    }
 }
 
 /// What `SEM.INFO` shows: only holders whose lease is still running.
@@ -85,22 +110,16 @@ impl Semaphore {
         self.by_deadline.iter().next().map(|(d, _)| *d)
     }
 
-    /// Sets the stored limit (replication, AOF, and a successful acquire).
-    pub fn set_limit(&mut self, limit: u64) {
-        if self.limit != limit {
-            self.limit = limit;
-            self.changes += 1;
+    /// Applies an effect decided here or received from the master.
+    pub fn apply(&mut self, e: &Effect) {
+        self.limit = e.limit;
+        self.set_holder(&e.holder, e.permits, e.deadline_ms);
+        if let Some(r) = e.recreated {
+            self.recreated = r;
         }
     }
 
-    /// A counter that moves with every change.
-    pub fn changes(&self) -> u64 {
-        self.changes
-    }
-
-    /// Sets one holder's state outright; `permits` 0 removes the holder.
-    pub fn set_holder(&mut self, holder: &[u8], permits: u64, deadline_ms: i64) {
-        self.changes += 1;
+    pub(crate) fn set_holder(&mut self, holder: &[u8], permits: u64, deadline_ms: i64) {
         if let Some(old) = self.holders.remove(holder) {
             self.used -= old.permits;
             self.by_deadline.remove(&(old.deadline_ms, holder.into()));
@@ -118,97 +137,78 @@ impl Semaphore {
         }
     }
 
-    /// Removes every holder whose lease ended at or before `now_ms`; returns
-    /// them, earliest first, so the glue can replicate each removal.
-    pub fn expire(&mut self, now_ms: i64) -> Vec<Vec<u8>> {
-        let mut gone = Vec::new();
-        while let Some((deadline, _)) = self.by_deadline.first() {
-            if *deadline > now_ms {
-                break;
-            }
-            if let Some((_, holder)) = self.by_deadline.pop_first() {
-                self.changes += 1;
-                if let Some(e) = self.holders.remove(&holder) {
-                    self.used -= e.permits;
-                }
-                gone.push(holder.into_vec());
-            }
-        }
-        gone
+    /// Holders whose lease ended by `now_ms`, as effects that remove them.
+    pub fn expire(&self, now_ms: i64) -> Vec<Effect> {
+        self.by_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .map(|(_, h)| Effect::set(h, self.limit, 0, 0))
+            .collect()
     }
 
-    /// Would `permits` more fit under `limit` right now?
     pub fn fits(&self, limit: u64, permits: u64) -> bool {
         self.used + permits <= limit
     }
 
-    /// `SEM.ACQUIRE` without waiting, on a semaphore already expired to
-    /// `now_ms`. `Some(total held)` on success, `None` when not enough
-    /// permits are free (nothing changes then).
+    /// Reply: the permits the holder then holds; None when they do not fit.
     pub fn acquire(
-        &mut self,
+        &self,
         holder: &[u8],
         limit: u64,
         permits: u64,
         ttl_ms: i64,
         now_ms: i64,
-    ) -> Option<u64> {
+    ) -> Option<(u64, Effect)> {
         if !self.fits(limit, permits) {
             return None;
         }
         let total = self.holder(holder).map_or(0, |e| e.permits) + permits;
-        self.set_limit(limit);
-        self.recreated = false;
-        self.set_holder(holder, total, now_ms.saturating_add(ttl_ms));
-        Some(total)
+        let mut e = Effect::set(holder, limit, total, now_ms.saturating_add(ttl_ms));
+        e.recreated = Some(false);
+        Some((total, e))
     }
 
-    /// `SEM.RELEASE`: gives back `permits` (None: all). Returns what the
-    /// holder still holds.
+    /// Reply: the permits the holder still holds.
     pub fn release(
-        &mut self,
+        &self,
         key: &[u8],
         holder: &[u8],
         permits: Option<u64>,
-    ) -> Result<u64, Error> {
+    ) -> Result<(u64, Effect), Error> {
         let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
         let give = permits.unwrap_or(e.permits);
         if give > e.permits {
             return Err(not_held(key, holder));
         }
         let left = e.permits - give;
-        self.set_holder(holder, left, e.deadline_ms);
-        Ok(left)
+        Ok((left, Effect::set(holder, self.limit, left, e.deadline_ms)))
     }
 
-    /// `SEM.EXTEND`: a new lease for the holder's permits.
     pub fn extend(
-        &mut self,
+        &self,
         key: &[u8],
         holder: &[u8],
         ttl_ms: i64,
         now_ms: i64,
-    ) -> Result<(), Error> {
+    ) -> Result<Effect, Error> {
         let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
-        self.set_holder(holder, e.permits, now_ms.saturating_add(ttl_ms));
-        Ok(())
+        let deadline = now_ms.saturating_add(ttl_ms);
+        Ok(Effect::set(holder, self.limit, e.permits, deadline))
     }
 
-    /// `SEM.EXTEND` of a missing holder during the restart grace: it gets
-    /// back the `permits` it believes it holds. A semaphore that did not
-    /// exist (`is_empty`) becomes a re-created one.
-    pub fn recreate(&mut self, holder: &[u8], permits: u64, ttl_ms: i64, now_ms: i64) {
-        if self.is_empty() {
-            self.recreated = true;
-        }
-        self.set_holder(holder, permits, now_ms.saturating_add(ttl_ms));
-        if self.recreated {
-            self.set_limit(self.used);
-        }
+    /// During a restart grace: the holder gets back the permits it believes
+    /// it holds. A semaphore re-created from nothing has as its limit the
+    /// permits re-created so far, until an acquire sets one.
+    pub fn recreate(&self, holder: &[u8], permits: u64, ttl_ms: i64, now_ms: i64) -> Effect {
+        let recreated = self.is_empty() || self.recreated;
+        let before = self.holder(holder).map_or(0, |e| e.permits);
+        let used = self.used - before + permits;
+        let limit = if recreated { used } else { self.limit };
+        let mut e = Effect::set(holder, limit, permits, now_ms.saturating_add(ttl_ms));
+        e.recreated = Some(recreated);
+        e
     }
 
-    /// The state as seen at `now_ms`, without changing anything (read-only
-    /// commands and replicas hide expired holders instead of removing them).
     pub fn view(&self, now_ms: i64) -> View {
         let holders: Vec<_> = self
             .holders
@@ -238,30 +238,56 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Decides and applies, as the glue does.
+    fn acq(s: &mut Semaphore, h: &[u8], limit: u64, n: u64, ttl: i64, now: i64) -> Option<u64> {
+        let (total, e) = s.acquire(h, limit, n, ttl, now)?;
+        s.apply(&e);
+        Some(total)
+    }
+
+    fn rel(s: &mut Semaphore, h: &[u8], n: Option<u64>) -> Result<u64, Error> {
+        let (left, e) = s.release(b"k", h, n)?;
+        s.apply(&e);
+        Ok(left)
+    }
+
+    fn exp(s: &mut Semaphore, now: i64) -> Vec<Vec<u8>> {
+        let gone = s.expire(now);
+        for e in &gone {
+            s.apply(e);
+        }
+        gone.into_iter().map(|e| e.holder.into_vec()).collect()
+    }
+
+    fn rec(s: &mut Semaphore, h: &[u8], n: u64, ttl: i64, now: i64) {
+        let e = s.recreate(h, n, ttl, now);
+        s.apply(&e);
+    }
+
     #[test]
     fn acquire_within_limit_and_reentrant() {
         let mut s = Semaphore::new(3);
-        assert_eq!(s.acquire(b"a", 3, 2, 100, 0), Some(2));
-        assert_eq!(s.acquire(b"b", 3, 2, 100, 0), None, "only 1 left");
-        assert_eq!(s.acquire(b"a", 3, 1, 100, 0), Some(3), "reentry adds up");
+        assert_eq!(acq(&mut s, b"a", 3, 2, 100, 0), Some(2));
+        assert_eq!(acq(&mut s, b"b", 3, 2, 100, 0), None, "only 1 left");
+        assert_eq!(acq(&mut s, b"a", 3, 1, 100, 0), Some(3), "reentry adds up");
         assert_eq!((s.used(), s.limit()), (3, 3));
     }
 
     #[test]
     fn failed_request_keeps_limit() {
         let mut s = Semaphore::new(2);
-        s.acquire(b"a", 2, 2, 100, 0);
-        assert_eq!(s.acquire(b"b", 5, 4, 100, 0), None);
+        acq(&mut s, b"a", 2, 2, 100, 0);
+        assert_eq!(acq(&mut s, b"b", 5, 4, 100, 0), None);
         assert_eq!(s.limit(), 2, "a failed request changes nothing");
-        assert_eq!(s.acquire(b"b", 5, 3, 100, 0), Some(3));
+        assert_eq!(acq(&mut s, b"b", 5, 3, 100, 0), Some(3));
         assert_eq!(s.limit(), 5);
     }
 
     #[test]
     fn lower_limit_takes_nothing_away() {
         let mut s = Semaphore::new(5);
-        s.acquire(b"a", 5, 4, 100, 0);
-        assert_eq!(s.acquire(b"b", 2, 1, 100, 0), None);
+        acq(&mut s, b"a", 5, 4, 100, 0);
+        assert_eq!(acq(&mut s, b"b", 2, 1, 100, 0), None);
         assert_eq!(s.holder(b"a").unwrap().permits, 4);
         assert_eq!((s.limit(), s.used()), (5, 4), "the stored limit is still 5");
     }
@@ -269,48 +295,49 @@ mod tests {
     #[test]
     fn holders_expire_one_by_one() {
         let mut s = Semaphore::new(2);
-        s.acquire(b"short", 2, 1, 100, 0);
-        s.acquire(b"long", 2, 1, 500, 0);
+        acq(&mut s, b"short", 2, 1, 100, 0);
+        acq(&mut s, b"long", 2, 1, 500, 0);
         assert_eq!(s.latest_deadline(), Some(500));
         assert_eq!(s.earliest_deadline(), Some(100));
         assert_eq!(s.view(150).holders.len(), 1);
         assert_eq!(s.len(), 2, "view changes nothing");
-        assert_eq!(s.expire(99), Vec::<Vec<u8>>::new());
-        assert_eq!(s.expire(100), vec![b"short".to_vec()]);
+        assert_eq!(exp(&mut s, 99), Vec::<Vec<u8>>::new());
+        assert_eq!(exp(&mut s, 100), vec![b"short".to_vec()]);
         assert_eq!((s.used(), s.latest_deadline()), (1, Some(500)));
-        assert_eq!(s.expire(1000), vec![b"long".to_vec()]);
+        assert_eq!(exp(&mut s, 1000), vec![b"long".to_vec()]);
         assert!(s.is_empty());
     }
 
     #[test]
     fn release_partial_and_all() {
         let mut s = Semaphore::new(5);
-        s.acquire(b"a", 5, 4, 100, 0);
-        assert_eq!(s.release(b"k", b"a", Some(1)), Ok(3));
-        assert!(s.release(b"k", b"a", Some(4)).is_err());
+        acq(&mut s, b"a", 5, 4, 100, 0);
+        assert_eq!(rel(&mut s, b"a", Some(1)), Ok(3));
+        assert!(rel(&mut s, b"a", Some(4)).is_err());
         assert_eq!(s.used(), 3, "a refused release changes nothing");
-        assert!(s.release(b"k", b"b", None).is_err());
-        assert_eq!(s.release(b"k", b"a", None), Ok(0));
+        assert!(rel(&mut s, b"b", None).is_err());
+        assert_eq!(rel(&mut s, b"a", None), Ok(0));
         assert!(s.is_empty());
     }
 
     #[test]
     fn recreated_limit_follows_recreated_permits() {
         let mut s = Semaphore::new(0);
-        s.recreate(b"a", 2, 100, 0);
-        s.recreate(b"b", 3, 100, 0);
+        rec(&mut s, b"a", 2, 100, 0);
+        rec(&mut s, b"b", 3, 100, 0);
         assert_eq!((s.limit(), s.used()), (5, 5));
-        assert_eq!(s.acquire(b"c", 8, 1, 100, 0), Some(1));
-        s.recreate(b"d", 1, 100, 0);
+        assert_eq!(acq(&mut s, b"c", 8, 1, 100, 0), Some(1));
+        rec(&mut s, b"d", 1, 100, 0);
         assert_eq!(s.limit(), 8, "a SEM.ACQUIRE set the limit");
     }
 
     #[test]
     fn extend_moves_the_deadline() {
         let mut s = Semaphore::new(1);
-        s.acquire(b"a", 1, 1, 100, 0);
-        s.extend(b"k", b"a", 1000, 50).unwrap();
-        assert!(s.expire(200).is_empty());
+        acq(&mut s, b"a", 1, 1, 100, 0);
+        let e = s.extend(b"k", b"a", 1000, 50).unwrap();
+        s.apply(&e);
+        assert!(exp(&mut s, 200).is_empty());
         assert_eq!(s.holder(b"a").unwrap().deadline_ms, 1050);
         assert!(s.extend(b"k", b"b", 10, 0).is_err());
     }
@@ -327,10 +354,10 @@ mod tests {
             for (op, who, n, dt) in ops {
                 let h = [who];
                 match op {
-                    0 => { s.acquire(&h, limit, n, dt * 3, now); }
-                    1 => { let _ = s.release(b"k", &h, if n == 3 { None } else { Some(n) }); }
-                    2 => { let _ = s.extend(b"k", &h, dt, now); }
-                    _ => { now += dt; let gone = s.expire(now); for g in gone { prop_assert!(s.holder(&g).is_none()); } }
+                    0 => { acq(&mut s, &h, limit, n, dt * 3, now); }
+                    1 => { let _ = rel(&mut s, &h, if n == 3 { None } else { Some(n) }); }
+                    2 => { if let Ok(e) = s.extend(b"k", &h, dt, now) { s.apply(&e); } }
+                    _ => { now += dt; let gone = exp(&mut s, now); for g in gone { prop_assert!(s.holder(&g).is_none()); } }
                 }
                 prop_assert!(s.used() <= limit);
                 prop_assert_eq!(s.used(), s.holders().map(|(_, e)| e.permits).sum::<u64>());

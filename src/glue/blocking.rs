@@ -1,23 +1,13 @@
-//! The one wrapper over Redis' raw API for blocked clients, timers, the
-//! selected database and the flush event. Everything `unsafe` about
-//! blocking lives here; `waiting` holds the logic.
-//!
-//! Clients are blocked without a Redis timeout: `waiting` runs the BLOCK
-//! timeouts on its own timer, so the only hand that unblocks a waiter is
-//! padlock's, exactly once, with its grant or with nil. (Redis 7.0 loses
-//! the reply of a client granted in the same event-loop pass in which its
-//! Redis timeout comes due.) The timeout callback remains for
-//! `CLIENT UNBLOCK`, the disconnect callback for clients that go away.
+//! Thin wrappers over Redis' raw API for blocked clients, timers, the
+//! selected database and server events. Everything `unsafe` about them
+//! lives here; what the callbacks do is the waiting engine's (it passes
+//! them in), so this file knows nothing of padlock's rules.
 
-use std::cell::Cell;
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use redis_module::{raw, Context, ContextFlags};
-
-use super::waiting::{self, Undo};
 
 /// A blocked client's handle, with the client's id.
 pub struct Handle(*mut raw::RedisModuleBlockedClient, u64);
@@ -26,15 +16,10 @@ impl Handle {
     pub fn id(&self) -> usize {
         self.0 as usize
     }
-}
 
-/// What `wake` attaches to a blocked client: its reply, whether it was
-/// sent, and how to take back a grant that never reached the client.
-struct Wake {
-    reply: Reply,
-    sent: Cell<bool>,
-    undo: Option<Undo>,
-    client_id: u64,
+    pub fn client_id(&self) -> u64 {
+        self.1
+    }
 }
 
 /// What a woken waiter is told.
@@ -46,7 +31,27 @@ pub enum Reply {
     Error(String),
 }
 
-fn send(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
+pub type ReplyProc = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+pub type FreeProc = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void);
+pub type DisconnectProc =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut raw::RedisModuleBlockedClient);
+pub type TimerProc = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void);
+pub type EventProc =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+
+/// The callbacks of a blocked client.
+pub struct Callbacks {
+    pub reply: ReplyProc,
+    pub timeout: ReplyProc,
+    pub free: FreeProc,
+    pub disconnect: DisconnectProc,
+}
+
+pub fn send(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
     // SAFETY: ctx is the live context of the client being replied to.
     unsafe {
         match reply {
@@ -71,117 +76,53 @@ fn send(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
     }
 }
 
-fn wake_of(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Wake> {
-    // SAFETY: the private data is null or a Box<Wake> from `wake`, kept
-    // alive by Redis until `free_wake`.
-    unsafe { (rm!(RedisModule_GetBlockedClientPrivateData)(ctx) as *const Wake).as_ref() }
-}
-
-fn deliver(ctx: *mut raw::RedisModuleCtx, w: &Wake) {
-    send(ctx, &w.reply);
-    w.sent.set(true);
-}
-
-fn guarded(f: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        eprintln!("padlock: internal error in a blocking callback");
-    }
-}
-
-unsafe extern "C" fn on_reply(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    guarded(|| match wake_of(ctx) {
-        Some(w) => deliver(ctx, w),
-        None => send(ctx, &Reply::Nil),
-    });
-    raw::REDISMODULE_OK as c_int
-}
-
-unsafe extern "C" fn on_timeout(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    // Only `CLIENT UNBLOCK` gets here (no Redis timeout is set).
-    guarded(|| {
-        if let Some(w) = wake_of(ctx) {
-            // Woken by padlock in this same pass: that reply stands.
-            deliver(ctx, w);
-            return;
-        }
-        send(ctx, &Reply::Nil);
-        let bc = rm!(RedisModule_GetBlockedClientHandle)(ctx);
-        if waiting::forget(bc as usize) {
-            rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
-        }
-    });
-    raw::REDISMODULE_OK as c_int
-}
-
-unsafe extern "C" fn on_disconnect(
-    ctx: *mut raw::RedisModuleCtx,
-    bc: *mut raw::RedisModuleBlockedClient,
-) {
-    guarded(|| {
-        if wake_of(ctx).is_none() && waiting::forget(bc as usize) {
-            rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
-        }
-    });
-}
-
-/// Redis is done with the client. A grant it never sent (the client went
-/// away, or Redis 7.0 dropped the reply because `CLIENT UNBLOCK` hit the
-/// client in the pass it was granted) is taken back, and the client is
-/// disconnected so that it does not wait forever for a reply.
-unsafe extern "C" fn free_wake(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    let w = Box::from_raw(data as *mut Wake);
-    if !w.sent.get() {
-        if let Some(undo) = w.undo {
-            guarded(|| waiting::lost(undo, w.client_id));
-        }
-    }
-}
-
-/// Blocks the client running the current command until `wake`.
-pub fn block(ctx: &Context) -> Handle {
+/// Blocks the client running the current command, without a Redis
+/// timeout (padlock runs BLOCK timeouts itself).
+pub fn block(ctx: &Context, cb: &Callbacks) -> Handle {
     // SAFETY: called from a command that may block (see `can_block`).
     unsafe {
         let bc = rm!(RedisModule_BlockClient)(
             ctx.ctx,
-            Some(on_reply),
-            Some(on_timeout),
-            Some(free_wake),
+            Some(cb.reply),
+            Some(cb.timeout),
+            Some(cb.free),
             0,
         );
-        rm!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
+        rm!(RedisModule_SetDisconnectCallback)(bc, Some(cb.disconnect));
         Handle(bc, rm!(RedisModule_GetClientId)(ctx.ctx))
     }
 }
 
-/// Wakes a waiter with its reply (a grant, nil, or an error); `undo` takes
-/// the grant back should the reply never reach the client.
-pub fn wake(h: Handle, reply: Reply, undo: Option<Undo>) {
-    let wake = Wake {
-        reply,
-        sent: Cell::new(false),
-        undo,
-        client_id: h.1,
-    };
-    let data = Box::into_raw(Box::new(wake)) as *mut c_void;
-    // SAFETY: the handle came from `block` and was taken out of the queues,
-    // so this is its one unblock.
+/// Unblocks a client with `data` as its private data (freed by the free
+/// callback); each handle is unblocked exactly once.
+pub fn unblock(h: Handle, data: *mut c_void) {
+    // SAFETY: the handle came from `block` and its owner gives it up here.
     unsafe {
         rm!(RedisModule_UnblockClient)(h.0, data);
     }
 }
 
-/// Disconnects a client (one that lost its reply, see `free_wake`).
+/// Unblocks by raw handle, with no private data (timeout/disconnect paths).
+pub fn unblock_raw(bc: *mut raw::RedisModuleBlockedClient) {
+    // SAFETY: a handle Redis gave to a callback of this blocked client.
+    unsafe {
+        rm!(RedisModule_UnblockClient)(bc, ptr::null_mut());
+    }
+}
+
+/// The private data given at unblock, inside a reply/timeout callback.
+pub fn private_data(ctx: *mut raw::RedisModuleCtx) -> *mut c_void {
+    // SAFETY: called from a blocked client's callback with its context.
+    unsafe { rm!(RedisModule_GetBlockedClientPrivateData)(ctx) }
+}
+
+/// The blocked client's handle, inside its timeout callback.
+pub fn handle_of(ctx: *mut raw::RedisModuleCtx) -> *mut raw::RedisModuleBlockedClient {
+    // SAFETY: called from a blocked client's callback with its context.
+    unsafe { rm!(RedisModule_GetBlockedClientHandle)(ctx) }
+}
+
+/// Disconnects a client (one that lost its reply).
 pub fn kill_client(ctx: &Context, id: u64) {
     let id = id.to_string();
     let _ = ctx.call("CLIENT", &["KILL", "ID", id.as_str()]);
@@ -234,16 +175,10 @@ pub fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
     r
 }
 
-unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    guarded(|| waiting::on_timer(&Context::new(ctx)));
-}
-
-/// A one-shot timer calling `waiting::on_timer`.
-pub fn start_timer(ctx: &Context, delay_ms: i64) -> u64 {
+/// A one-shot timer.
+pub fn start_timer(ctx: &Context, delay_ms: i64, cb: TimerProc) -> u64 {
     // SAFETY: live context; no data is attached.
-    unsafe {
-        rm!(RedisModule_CreateTimer)(ctx.ctx, delay_ms.max(0), Some(on_timer), ptr::null_mut())
-    }
+    unsafe { rm!(RedisModule_CreateTimer)(ctx.ctx, delay_ms.max(0), Some(cb), ptr::null_mut()) }
 }
 
 pub fn stop_timer(ctx: &Context, id: u64) {
@@ -254,25 +189,18 @@ pub fn stop_timer(ctx: &Context, id: u64) {
     }
 }
 
-unsafe extern "C" fn on_flush(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
-        guarded(waiting::on_flush);
+/// Subscribes `cb` to a server event (from OnLoad).
+pub fn subscribe(ctx: &Context, id: u64, cb: EventProc) {
+    let event = raw::RedisModuleEvent { id, dataver: 1 };
+    // SAFETY: called once from OnLoad.
+    unsafe {
+        rm!(RedisModule_SubscribeToServerEvent)(ctx.ctx, event, Some(cb));
     }
 }
 
-/// FLUSHDB / FLUSHALL free every lock without per-key callbacks.
-pub fn subscribe_flush(ctx: &Context) {
-    let event = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_FLUSHDB,
-        dataver: 1,
-    };
-    // SAFETY: called once from OnLoad.
-    unsafe {
-        rm!(RedisModule_SubscribeToServerEvent)(ctx.ctx, event, Some(on_flush));
-    }
+/// A context for timers armed from callbacks that have none: lives as long
+/// as the module.
+pub fn detached_context(ctx: &Context) -> *mut raw::RedisModuleCtx {
+    // SAFETY: called from OnLoad.
+    unsafe { rm!(RedisModule_GetDetachedThreadSafeContext)(ctx.ctx) }
 }

@@ -1,10 +1,7 @@
-//! `INFO padlock`: counters since the module loaded and a few gauges.
+//! The counters and gauges behind `INFO padlock` (the section itself is
+//! written by `report`, which also asks the waiting engine for its gauges).
 
-use std::ffi::CString;
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-
-use redis_module::{raw, Context};
 
 pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
 pub static REENTERED: AtomicU64 = AtomicU64::new(0);
@@ -31,55 +28,4 @@ pub fn bump(counter: &AtomicU64) {
 
 pub fn gauge(g: &AtomicI64, delta: i64) {
     g.fetch_add(delta, Ordering::Relaxed);
-}
-
-fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
-    let c = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
-    let g = |a: &AtomicI64| a.load(Ordering::Relaxed);
-    let (blocked, edges) = if for_crash_report {
-        (-1, -1)
-    } else {
-        super::waiting::gauges().unwrap_or((-1, -1))
-    };
-    vec![
-        ("locks", g(&LOCKS)),
-        ("semaphores", g(&SEMAPHORES)),
-        ("blocked_clients", blocked),
-        ("wait_edges", edges),
-        ("acquired", c(&ACQUIRED)),
-        ("reentered", c(&REENTERED)),
-        ("released", c(&RELEASED)),
-        ("extended", c(&EXTENDED)),
-        ("contended", c(&CONTENDED)),
-        ("expired", c(&EXPIRED)),
-        ("sem_acquired", c(&SEM_ACQUIRED)),
-        ("sem_released", c(&SEM_RELEASED)),
-        ("sem_extended", c(&SEM_EXTENDED)),
-        ("sem_contended", c(&SEM_CONTENDED)),
-        ("sem_expired_holders", c(&SEM_EXPIRED_HOLDERS)),
-        ("deadlocks", c(&DEADLOCKS)),
-        ("timeouts", c(&TIMEOUTS)),
-        ("handoffs", c(&HANDOFFS)),
-        ("last_fence", super::fences::last() as i64),
-    ]
-}
-
-extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
-    // SAFETY: called by Redis with a live info context.
-    unsafe {
-        rm!(RedisModule_InfoAddSection)(ctx, std::ptr::null_mut());
-        for (name, value) in fields(for_crash_report != 0) {
-            if let Ok(name) = CString::new(name) {
-                rm!(RedisModule_InfoAddFieldLongLong)(ctx, name.as_ptr(), value);
-            }
-        }
-    }
-}
-
-pub fn register(ctx: &Context) {
-    // SAFETY: called from OnLoad; replaces the info function registered by
-    // `redis_module!`, which knows nothing of padlock's fields.
-    unsafe {
-        rm!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(info_func));
-    }
 }

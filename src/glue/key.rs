@@ -1,10 +1,10 @@
-//! One open key, closed exactly once. Reads and writes padlock's two value
+//! One open key, closed exactly once. Reads and writes padlock's value
 //! types and the key's absolute expiry (there is no safe wrapper for the
 //! latter in `redis-module`, and its `to_raw_parts` closes keys twice).
 
 use redis_module::{raw, Context, RedisString};
 
-use super::types::{into_raw, Value, LOCK_TYPE, SEM_TYPE};
+use super::types::{self, into_raw, Stored, Value};
 use crate::core::error::Error;
 use crate::core::lock::Lock;
 use crate::core::semaphore::Semaphore;
@@ -17,14 +17,6 @@ pub struct Key<'a> {
     /// module turns off Redis' implicit signal, which would also fire for
     /// a refused acquire that changed nothing.)
     modified: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Empty,
-    Lock,
-    Sem,
-    Other,
 }
 
 impl<'a> Key<'a> {
@@ -53,27 +45,24 @@ impl<'a> Key<'a> {
         self.modified = true;
     }
 
-    pub fn kind(&self) -> Kind {
+    /// Whatever padlock value is here, as the waiting engine reads it:
+    /// None for an empty key, `WRONGTYPE` for a value of any other type.
+    pub fn stored(&self) -> Result<Option<&dyn Stored>, Error> {
         if self.ptr.is_null() {
-            return Kind::Empty;
+            return Ok(None);
         }
-        // SAFETY: ptr is an open key.
+        // SAFETY: open key; the value belongs to the type it reports.
         unsafe {
             let t = rm!(RedisModule_KeyType)(self.ptr);
             if t == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
-                return Kind::Empty;
+                return Ok(None);
             }
             if t != raw::REDISMODULE_KEYTYPE_MODULE as i32 {
-                return Kind::Other;
+                return Err(Error::WrongType);
             }
             let mt = rm!(RedisModule_ModuleTypeGetType)(self.ptr);
-            if mt == *LOCK_TYPE.raw_type.borrow() {
-                Kind::Lock
-            } else if mt == *SEM_TYPE.raw_type.borrow() {
-                Kind::Sem
-            } else {
-                Kind::Other
-            }
+            let value = rm!(RedisModule_ModuleTypeGetValue)(self.ptr);
+            types::stored(mt, value).map(Some).ok_or(Error::WrongType)
         }
     }
 
@@ -108,6 +97,7 @@ impl<'a> Key<'a> {
     }
 
     /// Stores a new value (replacing any old one, expiry included).
+    /// Generic over the value type; a caller names one (`Lock`, ...).
     pub fn put<T: Value>(&mut self, value: T) {
         self.modified = true;
         let boxed = into_raw(value);

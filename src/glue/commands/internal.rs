@@ -1,5 +1,6 @@
-//! The two effect commands replicas and the AOF replay (see `replicate`).
-//! They set state outright and read no clock. Arguments are checked like
+//! The effect commands replicas and the AOF replay (see `replicate`). They
+//! set state outright and read no clock, and pass the same effect on (to
+//! the replica's own replicas). Arguments are checked like
 //! any client input: they can be typed by hand too.
 
 use redis_module::{Context, RedisString, RedisValue};
@@ -7,9 +8,9 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::core::args::{parse_int, Arg, MAX_PERMITS};
 use crate::core::error::Error;
 use crate::core::lock::Lock;
+use crate::core::semaphore::Effect;
 use crate::glue::config::MAX_HOLDER_LEN_CEILING;
-use crate::glue::fences;
-use crate::glue::key::Key;
+use crate::glue::kinds::{lock, sem};
 
 fn num(arg: &RedisString, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
     match parse_int(arg.bytes()) {
@@ -28,10 +29,6 @@ fn holder(arg: &RedisString) -> Result<&[u8], Error> {
     Ok(h)
 }
 
-fn replicate_verbatim(ctx: &Context) {
-    ctx.replicate_verbatim();
-}
-
 /// `PADLOCK.LOCKSET key holder count fence deadline-ms`
 pub fn lockset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let [_, name, h, count, fence, deadline] = args else {
@@ -43,14 +40,7 @@ pub fn lockset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         fence: num(fence, "fence", 1, i64::MAX)? as u64,
     };
     let deadline = num(deadline, "deadline-ms", 0, i64::MAX)?;
-    let mut key = Key::write(ctx, name);
-    key.lock()?;
-    fences::observe(lock.fence);
-    key.put(lock);
-    if deadline > 0 {
-        key.set_expire_at(deadline);
-    }
-    replicate_verbatim(ctx);
+    lock::set(ctx, name, lock, deadline)?;
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
@@ -63,11 +53,6 @@ pub fn semset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
     let limit = num(limit, "limit", 1, MAX_PERMITS)? as u64;
     let permits = num(permits, "permits", 0, MAX_PERMITS)? as u64;
     let deadline = num(deadline, "deadline-ms", 0, i64::MAX)?;
-    super::sem::change(ctx, name, None, limit, |s| {
-        s.set_limit(limit);
-        s.set_holder(holder, permits, deadline);
-        Ok(())
-    })?;
-    replicate_verbatim(ctx);
+    sem::set(ctx, name, Effect::set(holder, limit, permits, deadline))?;
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

@@ -1,0 +1,148 @@
+use super::*;
+
+fn v(s: &str) -> Vec<&[u8]> {
+    s.split(' ').map(str::as_bytes).collect()
+}
+
+#[test]
+fn integers_are_strict() {
+    assert_eq!(parse_int(b"42"), Some(42));
+    assert_eq!(parse_int(b"-7"), Some(-7));
+    for bad in [
+        &b""[..],
+        b"+1",
+        b" 1",
+        b"1 ",
+        b"1.5",
+        b"0x10",
+        b"-",
+        b"99999999999999999999",
+    ] {
+        assert_eq!(parse_int(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn acquire_parses_and_bounds() {
+    let l = Limits::default();
+    let a = v("k h 5000");
+    let r = lock_acquire(&a, &l).unwrap();
+    assert_eq!(
+        (r.key.bytes(), r.holder, r.ttl_ms, r.block_ms),
+        (&b"k"[..], &b"h"[..], 5000, None)
+    );
+    let a = v("k h 5000 block 0");
+    assert_eq!(lock_acquire(&a, &l).unwrap().block_ms, Some(0));
+    assert_eq!(lock_acquire(&v("k h"), &l).unwrap_err(), Error::Arity);
+    assert!(matches!(
+        lock_acquire(&v("k h 0"), &l),
+        Err(Error::Range { name: "ttl-ms", .. })
+    ));
+    assert!(matches!(
+        lock_acquire(&v("k h 86400001"), &l),
+        Err(Error::Range { .. })
+    ));
+    assert!(matches!(
+        lock_acquire(&v("k h x"), &l),
+        Err(Error::Range { .. })
+    ));
+    assert_eq!(
+        lock_acquire(&v("k h 10 BLOCK"), &l).unwrap_err(),
+        Error::Syntax
+    );
+    assert_eq!(
+        lock_acquire(&v("k h 10 NOPE 1"), &l).unwrap_err(),
+        Error::Syntax
+    );
+    assert!(matches!(
+        lock_acquire(&v("k h 10 BLOCK -1"), &l),
+        Err(Error::Range {
+            name: "timeout-ms",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn holder_length_is_bounded() {
+    let l = Limits {
+        max_ttl_ms: 10,
+        max_holder_len: 3,
+    };
+    let empty: Vec<&[u8]> = vec![b"k", b"", b"5"];
+    assert_eq!(
+        lock_acquire(&empty, &l).unwrap_err(),
+        Error::HolderLength { max: 3 }
+    );
+    assert!(lock_acquire(&v("k abcd 5"), &l).is_err());
+    assert!(lock_acquire(&v("k abc 5"), &l).is_ok());
+}
+
+#[test]
+fn multi_key_forms() {
+    let l = Limits::default();
+    let a = v("2 a b h 100 BLOCK 5");
+    let r = lock_macquire(&a, &l).unwrap();
+    assert_eq!(r.keys.len(), 2);
+    assert_eq!((r.holder, r.ttl_ms, r.block_ms), (&b"h"[..], 100, Some(5)));
+    assert_eq!(
+        lock_macquire(&v("3 a b h 100"), &l).unwrap_err(),
+        Error::Arity
+    );
+    assert!(matches!(
+        lock_macquire(&v("0 h 100"), &l),
+        Err(Error::Range {
+            name: "numkeys",
+            ..
+        })
+    ));
+    assert_eq!(
+        lock_macquire(&v("2 a a h 100"), &l).unwrap_err(),
+        Error::DuplicateKey(b"a".to_vec())
+    );
+    assert_eq!(lock_mrelease(&v("2 a b h"), &l).unwrap().keys.len(), 2);
+    assert_eq!(
+        lock_mrelease(&v("2 a b h x"), &l).unwrap_err(),
+        Error::Arity
+    );
+}
+
+#[test]
+fn semaphore_forms() {
+    let l = Limits::default();
+    let a = v("s h 3 100 PERMITS 2 BLOCK 50");
+    let r = sem_acquire(&a, &l).unwrap();
+    assert_eq!((r.limit, r.permits, r.block_ms), (3, 2, Some(50)));
+    assert_eq!(
+        sem_acquire(&v("s h 3 100 PERMITS 4"), &l).unwrap_err(),
+        Error::PermitsOverLimit
+    );
+    assert!(matches!(
+        sem_acquire(&v("s h 0 100"), &l),
+        Err(Error::Range { name: "limit", .. })
+    ));
+    assert!(matches!(
+        sem_acquire(&v("s h 2147483648 100"), &l),
+        Err(Error::Range { .. })
+    ));
+    assert!(matches!(
+        sem_acquire(&v("s h 3 100 PERMITS 0"), &l),
+        Err(Error::Range {
+            name: "PERMITS",
+            ..
+        })
+    ));
+    assert_eq!(sem_release(&v("s h"), &l).unwrap().permits, None);
+    assert_eq!(
+        sem_release(&v("s h PERMITS 2"), &l).unwrap().permits,
+        Some(2)
+    );
+    assert_eq!(
+        sem_release(&v("s h PERMITS"), &l).unwrap_err(),
+        Error::Syntax
+    );
+    assert_eq!(
+        sem_extend(&v("s h 10 PERMITS 3"), &l).unwrap().permits,
+        Some(3)
+    );
+}

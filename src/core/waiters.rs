@@ -1,0 +1,227 @@
+//! The blocking engine's bookkeeping as plain data: the per-key FIFO queues
+//! (`Queues`), which blocked-client handle is which waiter, when each
+//! `BLOCK` timeout comes, and, per key with waiters, when its lease may next
+//! free it (`watch`). The glue keeps one of these and asks it what is due;
+//! keeping the indexes in step with each other is this module's job alone.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+
+use super::queue::{Queues, WaiterId};
+
+#[derive(Debug)]
+pub struct Entry<W> {
+    /// The blocked client's handle (an opaque id for the glue).
+    pub handle: usize,
+    /// When `BLOCK timeout-ms` runs out; None waits forever.
+    pub timeout_at: Option<i64>,
+    pub payload: W,
+}
+
+#[derive(Debug)]
+pub struct Waiters<K, W> {
+    queues: Queues<K, Entry<W>>,
+    by_handle: HashMap<usize, WaiterId>,
+    timeouts: BTreeSet<(i64, WaiterId)>,
+    watch: HashMap<K, i64>,
+}
+
+impl<K: Hash + Eq + Clone, W> Default for Waiters<K, W> {
+    fn default() -> Self {
+        Waiters {
+            queues: Queues::default(),
+            by_handle: HashMap::new(),
+            timeouts: BTreeSet::new(),
+            watch: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
+    /// Queues a waiter on `keys`, behind everyone already there.
+    pub fn push(&mut self, keys: Vec<K>, entry: Entry<W>) -> WaiterId {
+        let (handle, timeout_at) = (entry.handle, entry.timeout_at);
+        let id = self.queues.push(keys, entry);
+        self.by_handle.insert(handle, id);
+        if let Some(t) = timeout_at {
+            self.timeouts.insert((t, id));
+        }
+        id
+    }
+
+    /// Takes a waiter out of every index.
+    pub fn take(&mut self, id: WaiterId) -> Option<(Vec<K>, Entry<W>)> {
+        let (keys, e) = self.queues.remove(id)?;
+        self.by_handle.remove(&e.handle);
+        if let Some(t) = e.timeout_at {
+            self.timeouts.remove(&(t, id));
+        }
+        for k in &keys {
+            if !self.queues.has_waiters(k) {
+                self.watch.remove(k);
+            }
+        }
+        Some((keys, e))
+    }
+
+    pub fn by_handle(&self, handle: usize) -> Option<WaiterId> {
+        self.by_handle.get(&handle).copied()
+    }
+
+    pub fn get(&self, id: WaiterId) -> Option<&(Vec<K>, Entry<W>)> {
+        self.queues.get(id)
+    }
+
+    pub fn head(&self, key: &K) -> Option<WaiterId> {
+        self.queues.head(key)
+    }
+
+    /// First in the queue of every key it waits for: may be granted.
+    pub fn ready(&self, id: WaiterId) -> bool {
+        self.queues.at_front_everywhere(id)
+    }
+
+    pub fn has_waiters(&self, key: &K) -> bool {
+        self.queues.has_waiters(key)
+    }
+
+    pub fn len(&self, key: &K) -> usize {
+        self.queues.len(key)
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.queues.waiting()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
+    /// Waiters whose timeout has come, earliest first.
+    pub fn timed_out(&self, now_ms: i64) -> Vec<WaiterId> {
+        self.timeouts
+            .iter()
+            .take_while(|(t, _)| *t <= now_ms)
+            .map(|(_, id)| *id)
+            .collect()
+    }
+
+    /// When `key` may next free itself (None: not by itself). Only keys
+    /// with waiters are watched.
+    pub fn watch(&mut self, key: &K, at: Option<i64>) {
+        match at {
+            Some(t) if self.queues.has_waiters(key) => {
+                self.watch.insert(key.clone(), t);
+            }
+            _ => {
+                self.watch.remove(key);
+            }
+        }
+    }
+
+    /// Keys with waiters that are due for another look: `noted` ones, or
+    /// ones whose watched moment has come.
+    pub fn due_keys(&self, now_ms: i64, noted: impl Fn(&K) -> bool) -> Vec<K> {
+        self.queues
+            .keys()
+            .filter(|k| noted(k) || self.watch.get(*k).is_some_and(|at| *at <= now_ms))
+            .cloned()
+            .collect()
+    }
+
+    /// The next moment something is due: a watched lease or a timeout.
+    pub fn next_event(&self) -> Option<i64> {
+        let lease = self.watch.values().min().copied();
+        let timeout = self.timeouts.first().map(|(t, _)| *t);
+        lease.into_iter().chain(timeout).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The same bookkeeping, the naive way: a list of live waiters.
+    #[derive(Default)]
+    struct Model {
+        live: Vec<(WaiterId, Vec<u8>, usize, Option<i64>)>,
+        watch: HashMap<u8, i64>,
+    }
+
+    impl Model {
+        fn head(&self, k: u8) -> Option<WaiterId> {
+            self.live
+                .iter()
+                .filter(|w| w.1.contains(&k))
+                .map(|w| w.0)
+                .min()
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn matches_model(ops in proptest::collection::vec((0u8..5, 0u8..4, 0u8..4, 0i64..100), 1..150)) {
+            let mut w: Waiters<u8, ()> = Waiters::default();
+            let mut m = Model::default();
+            let mut next_handle = 0;
+            let mut now = 0;
+            for (op, a, b, t) in ops {
+                match op {
+                    0 => {
+                        let keys = if a == b { vec![a] } else { vec![a, b] };
+                        next_handle += 1;
+                        let timeout = (t % 3 != 0).then_some(now + t);
+                        let id = w.push(keys.clone(), Entry { handle: next_handle, timeout_at: timeout, payload: () });
+                        m.live.push((id, keys, next_handle, timeout));
+                    }
+                    1 if !m.live.is_empty() => {
+                        // By handle, as a disconnect does.
+                        let (_, _, h, _) = m.live.remove(a as usize % m.live.len());
+                        let id = w.by_handle(h).unwrap();
+                        prop_assert!(w.take(id).is_some());
+                        prop_assert!(w.by_handle(h).is_none());
+                    }
+                    2 => {
+                        now += t;
+                        let due = w.timed_out(now);
+                        let mut want: Vec<_> = m.live.iter().filter(|x| x.3.is_some_and(|d| d <= now)).map(|x| x.0).collect();
+                        want.sort_by_key(|id| (m.live.iter().find(|x| x.0 == *id).unwrap().3, *id));
+                        prop_assert_eq!(&due, &want);
+                        for id in due {
+                            w.take(id);
+                            m.live.retain(|x| x.0 != id);
+                        }
+                    }
+                    3 => {
+                        let at = (t % 4 != 0).then_some(now + t);
+                        w.watch(&a, at);
+                        match at {
+                            Some(at) if m.head(a).is_some() => { m.watch.insert(a, at); }
+                            _ => { m.watch.remove(&a); }
+                        }
+                    }
+                    _ => {
+                        let due = w.due_keys(now, |k| *k == b);
+                        for k in 0u8..4 {
+                            let want = m.head(k).is_some() && (k == b || m.watch.get(&k).is_some_and(|at| *at <= now));
+                            prop_assert_eq!(due.contains(&k), want);
+                        }
+                    }
+                }
+                m.watch.retain(|k, _| m.live.iter().any(|x| x.1.contains(k)));
+                for k in 0u8..4 {
+                    prop_assert_eq!(w.head(&k), m.head(k));
+                    prop_assert_eq!(w.len(&k), m.live.iter().filter(|x| x.1.contains(&k)).count());
+                }
+                for x in &m.live {
+                    let front = x.1.iter().all(|k| m.head(*k) == Some(x.0));
+                    prop_assert_eq!(w.ready(x.0), front);
+                }
+                let next = m.watch.values().copied().chain(m.live.iter().filter_map(|x| x.3)).min();
+                prop_assert_eq!(w.next_event(), next);
+                prop_assert_eq!(w.waiting(), m.live.len());
+            }
+        }
+    }
+}

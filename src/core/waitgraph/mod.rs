@@ -1,0 +1,150 @@
+//! The wait-for graph and its deadlock check.
+//!
+//! Edges go from a holder to a key it waits for: one per client blocked with
+//! `BLOCK`, and one per holder declared with `LOCK.WAITFOR`. A key leads to
+//! its holder(s), which the caller supplies at check time (`Held`), so the
+//! graph never duplicates lock state.
+//!
+//! The deadlock check itself is `cycle::find_cycle`.
+
+mod cycle;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+pub use cycle::{find_cycle, Held};
+
+/// Why an edge exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `LOCK.WAITFOR`: at most one per holder.
+    Declared,
+    /// A client blocked with `BLOCK`, by waiter id.
+    Blocked(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge<K> {
+    pub key: K,
+    pub source: Source,
+    /// Absolute unix ms; None waits forever.
+    pub expires_at: Option<i64>,
+}
+
+impl<K> Edge<K> {
+    fn live(&self, now_ms: i64) -> bool {
+        self.expires_at.is_none_or(|t| t > now_ms)
+    }
+}
+
+/// One step of a reported cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node<K> {
+    Holder(Vec<u8>),
+    Key(K),
+}
+
+#[derive(Debug)]
+pub struct WaitGraph<K> {
+    edges: HashMap<Vec<u8>, Vec<Edge<K>>>,
+}
+
+impl<K> Default for WaitGraph<K> {
+    fn default() -> Self {
+        WaitGraph {
+            edges: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> WaitGraph<K> {
+    pub fn is_empty(&self) -> bool {
+        self.edges.is_empty()
+    }
+
+    fn add(&mut self, holder: &[u8], edge: Edge<K>) {
+        self.edges.entry(holder.to_vec()).or_default().push(edge);
+    }
+
+    fn remove_where(&mut self, holder: &[u8], pred: impl Fn(&Edge<K>) -> bool) {
+        if let Some(list) = self.edges.get_mut(holder) {
+            list.retain(|e| !pred(e));
+            if list.is_empty() {
+                self.edges.remove(holder);
+            }
+        }
+    }
+
+    /// `LOCK.WAITFOR`: replaces the holder's declared edge.
+    pub fn declare(&mut self, holder: &[u8], key: K, expires_at: i64) {
+        self.remove_where(holder, |e| e.source == Source::Declared);
+        self.add(
+            holder,
+            Edge {
+                key,
+                source: Source::Declared,
+                expires_at: Some(expires_at),
+            },
+        );
+    }
+
+    pub fn add_blocked(&mut self, holder: &[u8], key: K, waiter: u64, expires_at: Option<i64>) {
+        self.add(
+            holder,
+            Edge {
+                key,
+                source: Source::Blocked(waiter),
+                expires_at,
+            },
+        );
+    }
+
+    pub fn remove_blocked(&mut self, holder: &[u8], waiter: u64) {
+        self.remove_where(holder, |e| e.source == Source::Blocked(waiter));
+    }
+
+    /// The holder got `key`: it no longer waits for it.
+    pub fn acquired(&mut self, holder: &[u8], key: &K) {
+        self.remove_where(holder, |e| e.source == Source::Declared && &e.key == key);
+    }
+
+    /// Drops edges whose time ran out.
+    pub fn prune(&mut self, now_ms: i64) {
+        self.edges.retain(|_, list| {
+            list.retain(|e| e.live(now_ms));
+            !list.is_empty()
+        });
+    }
+
+    pub fn len(&self, now_ms: i64) -> usize {
+        self.edges
+            .values()
+            .map(|l| l.iter().filter(|e| e.live(now_ms)).count())
+            .sum()
+    }
+
+    /// The keys `holder` waits for now (live edges only).
+    pub fn waits_for(&self, holder: &[u8], now_ms: i64) -> Vec<K> {
+        self.edges
+            .get(holder)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.live(now_ms))
+            .map(|e| e.key.clone())
+            .collect()
+    }
+
+    /// Live edges, holder by holder.
+    pub fn edges(&self, now_ms: i64) -> Vec<(&[u8], &Edge<K>)> {
+        let mut out: Vec<_> = self
+            .edges
+            .iter()
+            .flat_map(|(h, l)| l.iter().map(move |e| (h.as_slice(), e)))
+            .filter(|(_, e)| e.live(now_ms))
+            .collect();
+        out.sort_by_key(|(h, e)| (h.to_vec(), e.expires_at));
+        out
+    }
+}

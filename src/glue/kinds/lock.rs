@@ -1,0 +1,296 @@
+//! Locks on their keys: the rules of `core::lock` decided on the stored
+//! lock, written as effects, and the lock requests that wait (`One`,
+//! `Multi`).
+
+use std::rc::Rc;
+
+use redis_module::{Context, RedisString};
+
+use crate::core::error::Error;
+use crate::core::lock::{self, Effect, Grant, Lock};
+use crate::glue::blocking::Reply;
+use crate::glue::commit::{commit, Note, Write};
+use crate::glue::config::grace_running;
+use crate::glue::fences;
+use crate::glue::info;
+use crate::glue::key::Key;
+use crate::glue::replicate;
+use crate::glue::waiting::{self, Granted, TakeBack, Want};
+
+impl Write for Effect {
+    fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
+        match self {
+            Effect::Put { lock, deadline_ms } => {
+                replicate::lock_set(ctx, name, &lock, deadline_ms);
+                key.put(lock);
+                // 0: no expiry (an AOF rewrite sends the expiry apart).
+                if deadline_ms > 0 {
+                    key.set_expire_at(deadline_ms);
+                }
+            }
+            Effect::Touch { count, deadline_ms } => {
+                let deadline = match deadline_ms {
+                    Some(d) => {
+                        key.set_expire_at(d);
+                        d
+                    }
+                    None => key.expire_at().unwrap_or(0),
+                };
+                if let Ok(Some(l)) = key.lock() {
+                    l.count = count;
+                    replicate::lock_set(ctx, name, l, deadline);
+                }
+                key.modified();
+            }
+            Effect::Free => {
+                key.delete();
+                replicate::del(ctx, name);
+            }
+        }
+    }
+}
+
+fn grant_note<'h>(g: &Grant, holder: &'h [u8]) -> Note<'h> {
+    let counter = if g.fresh {
+        &info::ACQUIRED
+    } else {
+        &info::REENTERED
+    };
+    Note::grant(counter, c"lock.acquire", holder)
+}
+
+/// With waiters queued, a key belongs to the head of its queue: only the
+/// current holder may still reenter it.
+pub fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool, Error> {
+    if !waiting::has_waiters(ctx, name) {
+        return Ok(true);
+    }
+    let mut key = Key::read(ctx, name);
+    Ok(key.lock()?.is_some_and(|l| *l.holder == *holder))
+}
+
+/// Takes one lock for `holder` now; None when someone else has it.
+pub fn try_acquire(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<Option<Grant>, Error> {
+    let mut key = Key::write(ctx, name);
+    let decided = {
+        let cur = key.lock()?;
+        if cur.is_none() && grace_running(now, ttl_ms) {
+            return Err(Error::TryAgain);
+        }
+        fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
+    };
+    let Some((grant, effect)) = decided else {
+        return Ok(None);
+    };
+    commit(ctx, name, key, effect, grant_note(&grant, holder));
+    Ok(Some(grant))
+}
+
+/// All of `names` for `holder` now, or nothing.
+pub fn try_macquire(
+    ctx: &Context,
+    names: &[RedisString],
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<Option<Vec<u64>>, Error> {
+    let mut keys: Vec<Key> = names.iter().map(|n| Key::write(ctx, n)).collect();
+    let decided = {
+        let cur = keys
+            .iter_mut()
+            .map(|k| k.lock().map(|l| l.map(|l| &*l)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if cur.iter().any(Option::is_none) && grace_running(now, ttl_ms) {
+            return Err(Error::TryAgain);
+        }
+        fences::with(|f| lock::macquire(&cur, holder, ttl_ms, now, f))?
+    };
+    let Some(steps) = decided else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
+        commit(ctx, name, key, effect, grant_note(&grant, holder));
+        out.push(grant.fence);
+    }
+    Ok(Some(out))
+}
+
+pub fn reenter(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<u64, Error> {
+    let mut key = Key::write(ctx, name);
+    let (count, effect) =
+        lock::reenter(name.as_slice(), key.lock()?.as_deref(), holder, ttl_ms, now)?;
+    commit(ctx, name, key, effect, Note::new(&info::REENTERED, None));
+    Ok(count)
+}
+
+/// One release by `holder` (only of the grant with `fence`, when given).
+pub fn release(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    fence: Option<u64>,
+) -> Result<u64, Error> {
+    let mut key = Key::write(ctx, name);
+    let (count, effect) = {
+        let cur = key.lock()?.filter(|l| fence.is_none_or(|f| l.fence == f));
+        lock::release(name.as_slice(), cur.as_deref(), holder)?
+    };
+    commit(
+        ctx,
+        name,
+        key,
+        effect,
+        Note::new(&info::RELEASED, Some(c"lock.release")),
+    );
+    Ok(count)
+}
+
+/// All or nothing: one release of each key.
+pub fn mrelease(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<Vec<u64>, Error> {
+    let mut keys: Vec<Key> = names.iter().map(|n| Key::write(ctx, n)).collect();
+    let steps = {
+        let cur = keys
+            .iter_mut()
+            .map(|k| k.lock().map(|l| l.map(|l| &*l)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ns: Vec<&[u8]> = names.iter().map(|k| k.as_slice()).collect();
+        lock::mrelease(&ns, &cur, holder)?
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    for ((count, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
+        commit(
+            ctx,
+            name,
+            key,
+            effect,
+            Note::new(&info::RELEASED, Some(c"lock.release")),
+        );
+        out.push(count);
+    }
+    Ok(out)
+}
+
+/// Resets the lease; during the restart grace a holder that lost the lock
+/// in a restart gets it back.
+pub fn extend(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<(), Error> {
+    let mut key = Key::write(ctx, name);
+    let effect = {
+        let cur = key.lock()?;
+        match lock::extend(name.as_slice(), cur.as_deref(), holder, ttl_ms, now) {
+            Err(Error::NotHeld { .. }) if cur.is_none() && grace_running(now, ttl_ms) => {
+                fences::with(|f| lock::recreate(holder, ttl_ms, now, f))
+            }
+            other => other?,
+        }
+    };
+    commit(ctx, name, key, effect, Note::new(&info::EXTENDED, None));
+    Ok(())
+}
+
+/// `PADLOCK.LOCKSET`: state from the master or the AOF, set outright.
+pub fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> Result<(), Error> {
+    let mut key = Key::write(ctx, name);
+    key.lock()?;
+    fences::observe(lock.fence);
+    commit(
+        ctx,
+        name,
+        key,
+        Effect::Put { lock, deadline_ms },
+        Note::default(),
+    );
+    Ok(())
+}
+
+/// `LOCK.ACQUIRE ... BLOCK`.
+pub struct One {
+    pub ttl_ms: i64,
+}
+
+/// `LOCK.MACQUIRE ... BLOCK`.
+pub struct Multi {
+    pub ttl_ms: i64,
+}
+
+/// The fences a waiter was granted, one per key.
+struct Fences(Vec<u64>);
+
+impl TakeBack for Fences {
+    fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]) {
+        for (name, fence) in names.iter().zip(&self.0) {
+            let _ = release(ctx, name, holder, Some(*fence));
+        }
+    }
+}
+
+impl Want for One {
+    fn try_grant(
+        &self,
+        ctx: &Context,
+        names: &[RedisString],
+        holder: &[u8],
+        now: i64,
+    ) -> Result<Option<Granted>, Error> {
+        let Some(name) = names.first() else {
+            return Ok(None);
+        };
+        Ok(
+            try_acquire(ctx, name, holder, self.ttl_ms, now)?.map(|g| Granted {
+                reply: Reply::Int(g.fence as i64),
+                take_back: Box::new(Fences(vec![g.fence])),
+            }),
+        )
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+}
+
+impl Want for Multi {
+    fn try_grant(
+        &self,
+        ctx: &Context,
+        names: &[RedisString],
+        holder: &[u8],
+        now: i64,
+    ) -> Result<Option<Granted>, Error> {
+        Ok(
+            try_macquire(ctx, names, holder, self.ttl_ms, now)?.map(|fs| Granted {
+                reply: Reply::Ints(fs.iter().map(|f| *f as i64).collect()),
+                take_back: Box::new(Fences(fs)),
+            }),
+        )
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+}
+
+pub fn want_one(ttl_ms: i64) -> Rc<dyn Want> {
+    Rc::new(One { ttl_ms })
+}
+
+pub fn want_multi(ttl_ms: i64) -> Rc<dyn Want> {
+    Rc::new(Multi { ttl_ms })
+}

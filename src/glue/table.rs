@@ -1,0 +1,150 @@
+//! The one command table. Registration, the C handlers and the ACL
+//! categories all come from it, so a command cannot exist without its
+//! categories, nor be listed twice. Adding a command is one line here plus
+//! its body in `commands/`.
+
+use std::ffi::{CStr, CString};
+use std::os::raw::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::{raw, Context, RedisError, Status};
+
+use super::commands::{self as cmd, Body};
+use super::server;
+
+type Handler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+struct Command {
+    name: &'static CStr,
+    handler: Handler,
+    /// Redis command flags.
+    flags: &'static CStr,
+    /// Legacy key positions: first, last, step (0, 0, 0 with `getkeys-api`).
+    keys: (c_int, c_int, c_int),
+    /// ACL categories where the server supports them; `admin` commands do
+    /// not join `@padlock`.
+    acl: &'static str,
+}
+
+/// Runs a body so that a bug can only ever turn into an error reply, never
+/// a crashed server.
+fn handle(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    body: Body,
+) -> c_int {
+    let context = Context::new(ctx);
+    let args = redis_module::decode_args(ctx, argv, argc);
+    let response = match catch_unwind(AssertUnwindSafe(|| body(&context, &args))) {
+        Ok(result) => server::reply(result),
+        Err(_) => Err(RedisError::Str(
+            "ERR padlock internal error, see the server log",
+        )),
+    };
+    context.reply(response) as c_int
+}
+
+macro_rules! commands {
+    ($($name:literal => $body:path, $flags:literal, $keys:expr, $acl:literal;)*) => {
+        const COMMANDS: &[Command] = &[$(
+            Command {
+                name: $name,
+                handler: {
+                    extern "C" fn h(
+                        ctx: *mut raw::RedisModuleCtx,
+                        argv: *mut *mut raw::RedisModuleString,
+                        argc: c_int,
+                    ) -> c_int {
+                        handle(ctx, argv, argc, $body)
+                    }
+                    h
+                },
+                flags: $flags,
+                keys: $keys,
+                acl: $acl,
+            },
+        )*];
+    };
+}
+
+commands! {
+    c"lock.acquire" => cmd::lock::acquire, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"lock.reenter" => cmd::lock::reenter, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"lock.release" => cmd::lock::release, c"write fast", (1, 1, 1), "write fast";
+    c"lock.extend" => cmd::lock::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"lock.info" => cmd::lock::info, c"readonly fast", (1, 1, 1), "read fast";
+    c"lock.macquire" => cmd::lock::macquire, c"write deny-oom getkeys-api", (0, 0, 0), "write";
+    c"lock.mrelease" => cmd::lock::mrelease, c"write getkeys-api", (0, 0, 0), "write";
+    c"lock.waitfor" => cmd::lock::waitfor, c"write fast", (1, 1, 1), "write fast";
+    c"lock.graph" => cmd::lock::graph, c"readonly", (0, 0, 0), "read";
+    c"sem.acquire" => cmd::sem::acquire, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"sem.release" => cmd::sem::release, c"write fast", (1, 1, 1), "write fast";
+    c"sem.extend" => cmd::sem::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"sem.info" => cmd::sem::info, c"readonly", (1, 1, 1), "read";
+    // Internal (replication, AOF): `admin` keeps them out of ordinary
+    // users' reach, `+@padlock` does not grant them.
+    c"padlock.lockset" => cmd::internal::lockset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
+    c"padlock.semset" => cmd::internal::semset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
+}
+
+/// Registers every command, then its ACL categories where the server has
+/// them (Redis 7.0 has none for module commands; `redis_module!` would
+/// refuse to load there if they were mandatory).
+pub fn register(ctx: &Context) -> Status {
+    for c in COMMANDS {
+        let (first, last, step) = c.keys;
+        // SAFETY: called from OnLoad with static strings.
+        let status = unsafe {
+            rm!(RedisModule_CreateCommand)(
+                ctx.ctx,
+                c.name.as_ptr(),
+                Some(c.handler),
+                c.flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        };
+        if status != raw::REDISMODULE_OK as c_int {
+            ctx.log_warning(&format!("padlock: could not register {:?}", c.name));
+            return Status::Err;
+        }
+    }
+    set_acl_categories(ctx);
+    Status::Ok
+}
+
+fn set_acl_categories(ctx: &Context) {
+    // SAFETY: reading the API table, written once at load.
+    let (set, get, add) = unsafe {
+        (
+            raw::RedisModule_SetCommandACLCategories,
+            raw::RedisModule_GetCommand,
+            raw::RedisModule_AddACLCategory,
+        )
+    };
+    let (Some(set), Some(get)) = (set, get) else {
+        return;
+    };
+    // SAFETY: called from OnLoad, as the API requires.
+    let own = add.is_some_and(|add| unsafe { add(ctx.ctx, c"padlock".as_ptr()) == 0 });
+    for c in COMMANDS {
+        let with_own = if c.acl.contains("admin") || !own {
+            c.acl.to_string()
+        } else {
+            format!("{} padlock", c.acl)
+        };
+        let Ok(cats) = CString::new(with_own) else {
+            continue;
+        };
+        // SAFETY: the command was registered just before.
+        unsafe {
+            let command = get(ctx.ctx, c.name.as_ptr());
+            if !command.is_null() {
+                set(command, cats.as_ptr());
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The lock type (`pdlk-lock`): holder, reentry count, fence; the lease is
+//! the key's own expiry.
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::AtomicI64;
+
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+
+use super::*;
+use crate::glue::info::LOCKS;
+
+pub static LOCK_TYPE: RedisType = RedisType::new(
+    "pdlk-lock",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: TYPE_METHOD_VERSION,
+        rdb_load: Some(lock_rdb_load),
+        rdb_save: Some(lock_rdb_save),
+        aof_rewrite: Some(lock_aof_rewrite),
+        mem_usage: Some(lock_mem_usage),
+        digest: None,
+        free: Some(free_value::<Lock>),
+        aux_load: Some(aux_load),
+        aux_save: Some(aux_save),
+        aux_save_triggers: raw::Aux::Before as i32,
+        free_effort: None,
+        unlink: Some(unlink),
+        copy: Some(copy_value::<Lock>),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    },
+);
+
+extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let load = || -> Result<Lock, Invalid> {
+        known_encoding(encver)?;
+        let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+        let count = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let fence = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        stored::lock(holder.as_ref(), count, fence)
+    };
+    match load() {
+        Ok(lock) => {
+            fences::observe(lock.fence);
+            into_raw(lock)
+        }
+        Err(why) => refuse(rdb, "pdlk-lock", why),
+    }
+}
+
+extern "C" fn lock_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: Redis hands back a pointer made by `into_raw::<Lock>`.
+    let lock = unsafe { &*(value as *const Lock) };
+    raw::save_slice(rdb, &lock.holder);
+    raw::save_unsigned(rdb, lock.count);
+    raw::save_unsigned(rdb, lock.fence);
+}
+
+extern "C" fn lock_aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    // SAFETY: as above.
+    let lock = unsafe { &*(value as *const Lock) };
+    // Deadline 0: Redis emits the key's PEXPIREAT right after this command.
+    emit(
+        aof,
+        crate::glue::replicate::LOCKSET,
+        key,
+        &lock.holder,
+        &[lock.count as i64, lock.fence as i64, 0],
+    );
+}
+
+extern "C" fn lock_mem_usage(value: *const c_void) -> usize {
+    // SAFETY: as above.
+    let lock = unsafe { &*(value as *const Lock) };
+    std::mem::size_of::<Lock>() + lock.holder.len()
+}
+
+impl Value for Lock {
+    const TYPE: &'static RedisType = &LOCK_TYPE;
+    const GAUGE: &'static AtomicI64 = &LOCKS;
+}
+
+impl Stored for Lock {
+    fn held(&self, _now_ms: i64) -> Held {
+        Held::All(vec![self.holder.to_vec()])
+    }
+
+    fn frees_at(&self, key_expire: Option<i64>) -> Option<i64> {
+        key_expire
+    }
+}
+
+extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
+    unlinked(key, c"lock.expired");
+}

@@ -1,0 +1,216 @@
+//! padlock's data types and what they share: persistence with absolute
+//! deadlines (RDB, and an AOF rewrite as the same effect commands
+//! replication uses), `COPY`, `MEMORY USAGE`, refusing damaged data, and the
+//! unlink hook that tells padlock a key went away by some other hand than
+//! its own. Each type's own callbacks live in its file.
+
+mod lock;
+mod sem;
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int, c_longlong, c_void};
+use std::sync::atomic::AtomicI64;
+
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+
+use super::fences;
+use super::info::gauge;
+use crate::core::lock::Lock;
+use crate::core::semaphore::Semaphore;
+use crate::core::stored::{self, Invalid};
+use crate::core::waitgraph::Held;
+
+pub use lock::LOCK_TYPE;
+pub use sem::SEM_TYPE;
+
+const ENCODING_VERSION: i32 = 1;
+/// The type-methods layout of Redis 7.0 (copy, unlink, mem_usage2...): the
+/// oldest server padlock supports reads exactly the fields set here.
+const TYPE_METHOD_VERSION: u64 = 4;
+
+// ---- unlink tracking ------------------------------------------------------
+
+thread_local! {
+    static ON_PURPOSE: Cell<bool> = const { Cell::new(false) };
+    /// The last lock/semaphore key removed by someone else (DEL, expiry,
+    /// eviction): the expired-event handler matches it to count expired
+    /// leases, the blocking layer to serve the key's waiters.
+    static LAST_UNLINKED: RefCell<Option<(Vec<u8>, &'static CStr)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (a delete padlock itself does) without it counting as a removal
+/// by another hand.
+pub fn deleting_on_purpose(f: impl FnOnce()) {
+    ON_PURPOSE.with(|p| p.set(true));
+    f();
+    ON_PURPOSE.with(|p| p.set(false));
+}
+
+/// Takes the key last removed by another hand, when it is `key`: the
+/// `expired` event then counts a lease that ran out with its key, and
+/// sends the type's own expiry event (returned here).
+pub fn take_unlinked(key: &[u8]) -> Option<&'static CStr> {
+    LAST_UNLINKED.with(|l| {
+        let mut l = l.borrow_mut();
+        match l.take() {
+            Some((name, event)) if name == key => Some(event),
+            other => {
+                *l = other;
+                None
+            }
+        }
+    })
+}
+
+/// What every type's `unlink` callback does; `expired_event` is the
+/// type's keyspace event for a lease that ran out.
+fn unlinked(key: *mut raw::RedisModuleString, expired_event: &'static CStr) {
+    if ON_PURPOSE.with(|p| p.get()) {
+        return;
+    }
+    let name = redis_module::RedisString::string_as_slice(key).to_vec();
+    super::hooks::key_gone(&name);
+    LAST_UNLINKED.with(|l| *l.borrow_mut() = Some((name, expired_event)));
+}
+
+// ---- fence counter in the RDB ---------------------------------------------
+
+pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
+    raw::save_unsigned(rdb, fences::last());
+}
+
+pub(super) extern "C" fn aux_load(
+    rdb: *mut raw::RedisModuleIO,
+    _encver: c_int,
+    _when: c_int,
+) -> c_int {
+    match raw::load_unsigned(rdb)
+        .map_err(|_| SHORT)
+        .and_then(stored::fence_counter)
+    {
+        Ok(v) => {
+            fences::observe(v);
+            raw::Status::Ok as c_int
+        }
+        Err(why) => {
+            refuse(rdb, "fence counter", why);
+            raw::Status::Err as c_int
+        }
+    }
+}
+
+// ---- refusing damaged data -------------------------------------------------
+
+pub(super) const SHORT: Invalid = "data ends early or cannot be read";
+
+pub(super) fn known_encoding(encver: c_int) -> Result<(), Invalid> {
+    if encver == ENCODING_VERSION {
+        Ok(())
+    } else {
+        Err("unknown encoding version (saved by a newer padlock?)")
+    }
+}
+
+/// Logs why a stored value was refused and gives Redis nothing: `RESTORE`
+/// then answers an error, an RDB load stops with Redis' own report, and no
+/// part of the value is left behind.
+pub(super) fn refuse(rdb: *mut raw::RedisModuleIO, what: &str, why: Invalid) -> *mut c_void {
+    if let Ok(msg) = CString::new(format!("padlock: refused a damaged {what} value: {why}")) {
+        // SAFETY: live IO handle; the format takes exactly one string.
+        unsafe {
+            rm!(RedisModule_LogIOError)(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// One of padlock's value types: its Redis data type, its `INFO` gauge, and
+/// what the waiting engine reads of it. Every value Redis holds is a
+/// `Box<T>` made by `into_raw`.
+pub trait Value: Stored + Clone + 'static {
+    const TYPE: &'static RedisType;
+    const GAUGE: &'static AtomicI64;
+}
+
+/// What the waiting engine needs to know of any stored value.
+pub trait Stored {
+    /// Who holds it at `now_ms`, and what a waiter needs of them.
+    fn held(&self, now_ms: i64) -> Held;
+    /// When it may next free itself, given the key's own expiry.
+    fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
+}
+
+/// The value behind a module-type pointer, when it is one of padlock's
+/// types: the one list of kinds the engine relies on.
+///
+/// # Safety
+/// `value` must be the value of a key whose module type is `mt`.
+pub unsafe fn stored<'a>(
+    mt: *mut raw::RedisModuleType,
+    value: *mut c_void,
+) -> Option<&'a dyn Stored> {
+    fn is<T: Value>(mt: *mut raw::RedisModuleType) -> bool {
+        mt == *T::TYPE.raw_type.borrow()
+    }
+    if is::<Lock>(mt) {
+        (value as *const Lock).as_ref().map(|v| v as &dyn Stored)
+    } else if is::<Semaphore>(mt) {
+        (value as *const Semaphore)
+            .as_ref()
+            .map(|v| v as &dyn Stored)
+    } else {
+        None
+    }
+}
+
+/// Hands a value to Redis (counted in its gauge until `free_value`).
+pub fn into_raw<T: Value>(value: T) -> *mut c_void {
+    gauge(T::GAUGE, 1);
+    Box::into_raw(Box::new(value)).cast()
+}
+
+pub(super) extern "C" fn free_value<T: Value>(value: *mut c_void) {
+    // SAFETY: the pointer came from Box::into_raw of a T, and Redis frees
+    // each value once.
+    drop(unsafe { Box::from_raw(value as *mut T) });
+    gauge(T::GAUGE, -1);
+}
+
+pub(super) extern "C" fn copy_value<T: Value>(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    // SAFETY: Redis hands back a pointer it got from a Box<T>.
+    let v = unsafe { &*(value as *const T) };
+    into_raw(v.clone())
+}
+
+/// Emits `CMD key holder n1 n2 n3` into a rewritten AOF.
+pub(super) fn emit(
+    aof: *mut raw::RedisModuleIO,
+    cmd: &str,
+    key: *mut raw::RedisModuleString,
+    holder: &[u8],
+    nums: &[i64; 3],
+) {
+    let (Ok(cmd), Ok(fmt)) = (CString::new(cmd), CString::new("sblll")) else {
+        return;
+    };
+    // SAFETY: the format names exactly the arguments passed.
+    unsafe {
+        rm!(RedisModule_EmitAOF)(
+            aof,
+            cmd.as_ptr(),
+            fmt.as_ptr(),
+            key,
+            holder.as_ptr() as *const c_char,
+            holder.len(),
+            nums[0] as c_longlong,
+            nums[1] as c_longlong,
+            nums[2] as c_longlong,
+        );
+    }
+}

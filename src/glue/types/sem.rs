@@ -1,0 +1,126 @@
+//! The semaphore type (`pdlk-sema`): the limit, and per holder its permits
+//! and its own lease (absolute deadline); the key expires with the latest.
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::AtomicI64;
+
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+
+use super::*;
+use crate::glue::info::SEMAPHORES;
+
+pub static SEM_TYPE: RedisType = RedisType::new(
+    "pdlk-sema",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: TYPE_METHOD_VERSION,
+        rdb_load: Some(sem_rdb_load),
+        rdb_save: Some(sem_rdb_save),
+        aof_rewrite: Some(sem_aof_rewrite),
+        mem_usage: Some(sem_mem_usage),
+        digest: None,
+        free: Some(free_value::<Semaphore>),
+        aux_load: None,
+        aux_save: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: Some(unlink),
+        copy: Some(copy_value::<Semaphore>),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    },
+);
+
+extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let load = || -> Result<Semaphore, Invalid> {
+        known_encoding(encver)?;
+        let limit = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let mut sem = stored::SemaphoreLoader::new(limit, n)?;
+        for _ in 0..n {
+            let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+            let permits = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            let deadline = raw::load_signed(rdb).map_err(|_| SHORT)?;
+            sem.holder(holder.as_ref(), permits, deadline)?;
+        }
+        Ok(sem.finish())
+    };
+    match load() {
+        Ok(sem) => into_raw(sem),
+        Err(why) => refuse(rdb, "pdlk-sema", why),
+    }
+}
+
+extern "C" fn sem_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: Redis hands back a pointer made by `into_raw::<Semaphore>`.
+    let sem = unsafe { &*(value as *const Semaphore) };
+    raw::save_unsigned(rdb, sem.limit());
+    raw::save_unsigned(rdb, sem.len() as u64);
+    for (holder, e) in sem.holders() {
+        raw::save_slice(rdb, holder);
+        raw::save_unsigned(rdb, e.permits);
+        raw::save_signed(rdb, e.deadline_ms);
+    }
+}
+
+extern "C" fn sem_aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    // SAFETY: as above.
+    let sem = unsafe { &*(value as *const Semaphore) };
+    for (holder, e) in sem.holders() {
+        emit(
+            aof,
+            crate::glue::replicate::SEMSET,
+            key,
+            holder,
+            &[sem.limit() as i64, e.permits as i64, e.deadline_ms],
+        );
+    }
+}
+
+/// What one holder costs besides its name (held twice: in the map and in
+/// the deadline index): two B-tree entries with their share of half-full
+/// nodes. Measured against `used_memory` with 10,000 holders.
+const SEM_HOLDER_OVERHEAD: usize = 124;
+
+extern "C" fn sem_mem_usage(value: *const c_void) -> usize {
+    // SAFETY: as above.
+    let sem = unsafe { &*(value as *const Semaphore) };
+    std::mem::size_of::<Semaphore>()
+        + sem
+            .holders()
+            .map(|(h, _)| 2 * h.len().next_multiple_of(8) + SEM_HOLDER_OVERHEAD)
+            .sum::<usize>()
+}
+
+impl Value for Semaphore {
+    const TYPE: &'static RedisType = &SEM_TYPE;
+    const GAUGE: &'static AtomicI64 = &SEMAPHORES;
+}
+
+impl Stored for Semaphore {
+    fn held(&self, now_ms: i64) -> Held {
+        let holders: Vec<Vec<u8>> = self.view(now_ms).holders.into_iter().map(|h| h.0).collect();
+        if holders.is_empty() {
+            Held::Free
+        } else {
+            Held::Any(holders)
+        }
+    }
+
+    fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
+        self.earliest_deadline()
+    }
+}
+
+extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
+    unlinked(key, c"sem.expired");
+}

@@ -1,0 +1,200 @@
+//! Waiting without polling: blocked clients in per-key FIFO queues under
+//! one arrival order, the wait-for graph, and the hand-off. The engine is
+//! kind-blind: a waiter carries its request as a `Want` its kind
+//! implements, and keys are read through `types::Stored` (who holds them,
+//! when they free themselves).
+//!
+//! Leases are Redis expiries, which Redis applies lazily; so while a key has
+//! waiters, the one module timer is armed for the moment it may free itself.
+//! Removals by other hands (DEL, UNLINK, eviction, active expiry, FLUSH*)
+//! arrive in callbacks that may not write, so they only note the key and
+//! arm the timer at once.
+//!
+//! Files: `state` (what is kept, and the borrow rule), `timer`, `clients`
+//! (blocked-client callbacks), `handoff`, `recover` (lost grants),
+//! `deadlock`. This file is the engine's face to the rest of the glue.
+
+mod clients;
+mod deadlock;
+mod handoff;
+mod recover;
+mod state;
+mod timer;
+
+use std::collections::HashSet;
+use std::os::raw::c_void;
+use std::rc::Rc;
+
+use redis_module::{raw, Context, RedisString, RedisValue};
+
+use super::blocking;
+use super::hooks;
+use super::server::now_ms;
+use crate::core::error::Error;
+use crate::core::waiters::Entry;
+use crate::core::waitgraph::Held;
+
+pub use state::{Granted, KeyId, TakeBack, Want};
+
+pub fn init(ctx: &Context) {
+    timer::init(ctx, fire);
+    hooks::install(on_unlink);
+    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush_event);
+}
+
+pub fn has_waiters(ctx: &Context, name: &RedisString) -> bool {
+    if state::nobody_waits() {
+        return false;
+    }
+    let key = KeyId::of(ctx, name);
+    state::with(|s| s.waiters.has_waiters(&key))
+}
+
+/// Waiters queued on a key (for the `*.INFO` commands).
+pub fn waiters(ctx: &Context, name: &RedisString) -> i64 {
+    if state::nobody_waits() {
+        return 0;
+    }
+    let key = KeyId::of(ctx, name);
+    state::with(|s| s.waiters.len(&key)) as i64
+}
+
+/// (blocked clients, live wait edges) for `INFO`; None while busy.
+pub fn gauges() -> Option<(i64, i64)> {
+    let now = now_ms();
+    state::peek(|s| (s.waiters.waiting() as i64, s.graph.len(now) as i64))
+}
+
+/// The holder got the key: a declared wait for it is over.
+pub fn acquired(ctx: &Context, holder: &[u8], name: &RedisString) {
+    if state::no_edges() {
+        return;
+    }
+    let key = KeyId::of(ctx, name);
+    state::with(|s| s.graph.acquired(holder, &key));
+}
+
+/// After a write to a key: serve its waiters if they can be, and keep the
+/// timer on the key's new lease.
+pub fn after_write(ctx: &Context, name: &RedisString) {
+    if state::nobody_waits() {
+        return;
+    }
+    let key = KeyId::of(ctx, name);
+    if !state::with(|s| s.waiters.has_waiters(&key)) || handoff::note_touched(&key) {
+        return;
+    }
+    handoff::serve(ctx, &key);
+}
+
+/// Blocks the client on `names` (all in the selected database), behind
+/// everyone already queued there, unless that would deadlock.
+pub fn wait(
+    ctx: &Context,
+    holder: &[u8],
+    names: &[RedisString],
+    want: Rc<dyn Want>,
+    timeout_ms: i64,
+) -> Result<RedisValue, Error> {
+    let now = now_ms();
+    let db = blocking::selected_db(ctx);
+    let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();
+    for (key, name) in keys.iter().zip(names) {
+        // A key of a multi-key request that the holder alone already
+        // holds is no wait (semaphore permits it holds still are: more of
+        // them may never come).
+        let held = deadlock::held_now(ctx, name, now)?;
+        if !matches!(&held, Held::All(hs) if hs.len() == 1 && hs[0] == holder) {
+            deadlock::check(ctx, holder, key, now)?;
+        }
+    }
+    let handle = clients::block(ctx);
+    let timeout_at = (timeout_ms > 0).then(|| now + timeout_ms);
+    state::with(|s| {
+        let entry = Entry {
+            handle: handle.id(),
+            timeout_at,
+            payload: state::Waiter {
+                handle,
+                holder: holder.to_vec(),
+                want,
+                db,
+            },
+        };
+        let id = s.waiters.push(keys.clone(), entry);
+        for k in &keys {
+            s.graph.add_blocked(holder, k.clone(), id, timeout_at);
+        }
+    });
+    if let Some(t) = timeout_at {
+        timer::arm(t);
+    }
+    for k in &keys {
+        handoff::refresh(ctx, k);
+    }
+    Ok(RedisValue::NoReply)
+}
+
+pub use deadlock::{graph, waitfor};
+
+/// A lock or semaphore key was removed by another hand, or its expiry
+/// changed: serve and re-time its waiters at the next timer.
+fn on_unlink(name: &[u8]) {
+    if !state::nobody_waits() {
+        timer::note([name.to_vec()]);
+    }
+}
+
+/// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...).
+pub fn expiry_changed(name: &[u8]) {
+    on_unlink(name)
+}
+
+unsafe extern "C" fn on_flush_event(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    // FLUSHDB / FLUSHALL free every lock without per-key callbacks.
+    if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END && !state::nobody_waits() {
+        clients::guarded(timer::note_all);
+    }
+}
+
+unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    clients::guarded(|| on_timer(&Context::new(ctx)));
+}
+
+/// How often the timer looks again while writes are paused.
+const PAUSED_POLL_MS: i64 = 10;
+
+fn on_timer(ctx: &Context) {
+    timer::fired();
+    let now = now_ms();
+    handoff::time_out(now);
+    if !blocking::is_master(ctx) {
+        return;
+    }
+    if !blocking::may_write(ctx) {
+        // Paused or loading: hand-offs and take-backs wait (nothing is
+        // lost: noted keys, due leases and lost grants stay noted).
+        if !state::nobody_waits() || recover::any_lost() {
+            timer::arm(now + PAUSED_POLL_MS);
+        }
+        return;
+    }
+    recover::take_back(ctx);
+    let pending = timer::take_pending();
+    let names: HashSet<Vec<u8>> = pending.names.into_iter().collect();
+    let due = state::with(|s| {
+        s.waiters
+            .due_keys(now, |k| pending.all || names.contains(&k.name))
+    });
+    for key in &due {
+        handoff::serve(ctx, key);
+    }
+    if let Some(at) = state::with(|s| s.waiters.next_event()) {
+        timer::arm(at);
+    }
+}

@@ -1,0 +1,103 @@
+//! The engine's state: who waits (`core::waiters`) and the wait-for graph,
+//! on the main thread only.
+//!
+//! The borrow rule: no borrow of the state is held across a call into
+//! Redis. A Redis call may run padlock callbacks (a type's unlink callback,
+//! a blocked client's free callback), and those only note work for the
+//! timer (`timer::note_pending`, `recover::lost`), never borrowing the state
+//! mutably. Every `with` body is plain Rust; code that must read keys reads
+//! them first, or between short borrows (see `deadlock::check`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use redis_module::{Context, RedisString};
+
+use super::super::blocking::{self, Handle, Reply};
+use crate::core::error::Error;
+use crate::core::waiters::Waiters;
+use crate::core::waitgraph::WaitGraph;
+
+/// A key in a database.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyId {
+    pub db: i32,
+    pub name: Vec<u8>,
+}
+
+impl KeyId {
+    pub fn of(ctx: &Context, name: &RedisString) -> KeyId {
+        KeyId {
+            db: blocking::selected_db(ctx),
+            name: name.as_slice().to_vec(),
+        }
+    }
+
+    pub fn name(&self, ctx: &Context) -> RedisString {
+        RedisString::create_from_slice(ctx.ctx, &self.name)
+    }
+}
+
+/// A waiter's request as its kind grants it (`glue::kinds` implements
+/// this): the engine only queues, times and hands off; what a grant means
+/// for a key is the kind's business.
+pub trait Want {
+    /// Grants the request now if it can be (through the commit step).
+    fn try_grant(
+        &self,
+        ctx: &Context,
+        names: &[RedisString],
+        holder: &[u8],
+        now_ms: i64,
+    ) -> Result<Option<Granted>, Error>;
+
+    /// The lease asked for (the `auto` restart grace is measured by it).
+    fn ttl_ms(&self) -> i64;
+}
+
+/// A grant: the waiter's reply, and how to take it back should the reply
+/// never reach the client.
+pub struct Granted {
+    pub reply: Reply,
+    pub take_back: Box<dyn TakeBack>,
+}
+
+pub trait TakeBack {
+    fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]);
+}
+
+pub struct Waiter {
+    pub handle: Handle,
+    pub holder: Vec<u8>,
+    pub want: Rc<dyn Want>,
+    pub db: i32,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub waiters: Waiters<KeyId, Waiter>,
+    pub graph: WaitGraph<KeyId>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// True when no client waits; safe to ask from any callback.
+pub fn nobody_waits() -> bool {
+    STATE.with(|s| s.try_borrow().map_or(true, |s| s.waiters.is_empty()))
+}
+
+/// True when no wait edge exists; safe to ask from any callback.
+pub fn no_edges() -> bool {
+    STATE.with(|s| s.try_borrow().map_or(true, |s| s.graph.is_empty()))
+}
+
+/// Reads the state without blocking a re-entrant caller: None while busy.
+pub fn peek<R>(f: impl FnOnce(&State) -> R) -> Option<R> {
+    STATE.with(|s| s.try_borrow().ok().map(|s| f(&s)))
+}
