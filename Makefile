@@ -25,6 +25,7 @@ run: build
 
 test: build
 	@scripts/deps.sh --python
+	python3 scripts/check-structure.py
 	cargo test --release --lib
 	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test '*'
 	@echo "==> Python suite on Redis $$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
@@ -35,6 +36,7 @@ test: build
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST)
 
 lint: deps
+	python3 scripts/check-structure.py
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
 

@@ -11,6 +11,7 @@
 //! replicas and the AOF apply, so nothing is ever decided twice. A refused
 //! request returns no effect and so changes nothing.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::Error;
@@ -35,9 +36,11 @@ pub struct Semaphore {
 
 /// One holder's new state (permits 0: the holder leaves), with the limit
 /// in force after the change.
+/// The holder is borrowed from the request where it can be (no copy on the
+/// hot path); removals found by `expire` own theirs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Effect {
-    pub holder: Box<[u8]>,
+pub struct Effect<'h> {
+    pub holder: Cow<'h, [u8]>,
     pub limit: u64,
     pub permits: u64,
     pub deadline_ms: i64,
@@ -45,11 +48,11 @@ pub struct Effect {
     pub recreated: Option<bool>,
 }
 
-impl Effect {
+impl<'h> Effect<'h> {
     /// An effect as replicas and the AOF carry it (`PADLOCK.SEMSET`).
-    pub fn set(holder: &[u8], limit: u64, permits: u64, deadline_ms: i64) -> Effect {
+    pub fn set(holder: &'h [u8], limit: u64, permits: u64, deadline_ms: i64) -> Effect<'h> {
         Effect {
-            holder: holder.into(),
+            holder: Cow::Borrowed(holder),
             limit,
             permits,
             deadline_ms,
@@ -138,11 +141,17 @@ impl Semaphore {
     }
 
     /// Holders whose lease ended by `now_ms`, as effects that remove them.
-    pub fn expire(&self, now_ms: i64) -> Vec<Effect> {
+    pub fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
         self.by_deadline
             .iter()
             .take_while(|(deadline, _)| *deadline <= now_ms)
-            .map(|(_, h)| Effect::set(h, self.limit, 0, 0))
+            .map(|(_, h)| Effect {
+                holder: Cow::Owned(h.to_vec()),
+                limit: self.limit,
+                permits: 0,
+                deadline_ms: 0,
+                recreated: None,
+            })
             .collect()
     }
 
@@ -151,14 +160,14 @@ impl Semaphore {
     }
 
     /// Reply: the permits the holder then holds; None when they do not fit.
-    pub fn acquire(
+    pub fn acquire<'h>(
         &self,
-        holder: &[u8],
+        holder: &'h [u8],
         limit: u64,
         permits: u64,
         ttl_ms: i64,
         now_ms: i64,
-    ) -> Option<(u64, Effect)> {
+    ) -> Option<(u64, Effect<'h>)> {
         if !self.fits(limit, permits) {
             return None;
         }
@@ -169,12 +178,12 @@ impl Semaphore {
     }
 
     /// Reply: the permits the holder still holds.
-    pub fn release(
+    pub fn release<'h>(
         &self,
         key: &[u8],
-        holder: &[u8],
+        holder: &'h [u8],
         permits: Option<u64>,
-    ) -> Result<(u64, Effect), Error> {
+    ) -> Result<(u64, Effect<'h>), Error> {
         let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
         let give = permits.unwrap_or(e.permits);
         if give > e.permits {
@@ -184,13 +193,13 @@ impl Semaphore {
         Ok((left, Effect::set(holder, self.limit, left, e.deadline_ms)))
     }
 
-    pub fn extend(
+    pub fn extend<'h>(
         &self,
         key: &[u8],
-        holder: &[u8],
+        holder: &'h [u8],
         ttl_ms: i64,
         now_ms: i64,
-    ) -> Result<Effect, Error> {
+    ) -> Result<Effect<'h>, Error> {
         let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
         let deadline = now_ms.saturating_add(ttl_ms);
         Ok(Effect::set(holder, self.limit, e.permits, deadline))
@@ -199,7 +208,7 @@ impl Semaphore {
     /// During a restart grace: the holder gets back the permits it believes
     /// it holds. A semaphore re-created from nothing has as its limit the
     /// permits re-created so far, until an acquire sets one.
-    pub fn recreate(&self, holder: &[u8], permits: u64, ttl_ms: i64, now_ms: i64) -> Effect {
+    pub fn recreate<'h>(&self, holder: &'h [u8], permits: u64, ttl_ms: i64, now_ms: i64) -> Effect<'h> {
         let recreated = self.is_empty() || self.recreated;
         let before = self.holder(holder).map_or(0, |e| e.permits);
         let used = self.used - before + permits;
@@ -256,7 +265,7 @@ mod tests {
         for e in &gone {
             s.apply(e);
         }
-        gone.into_iter().map(|e| e.holder.into_vec()).collect()
+        gone.into_iter().map(|e| e.holder.into_owned()).collect()
     }
 
     fn rec(s: &mut Semaphore, h: &[u8], n: u64, ttl: i64, now: i64) {

@@ -19,17 +19,20 @@ use crate::glue::waiting::{Granted, TakeBack, Want};
 
 /// The effects one command had on a semaphore key, and the key's state
 /// after them.
-struct Changed {
+struct Changed<'h> {
     /// A semaphore made by this command (the key was empty).
     fresh: Option<Semaphore>,
-    effects: Vec<Effect>,
+    /// Holders whose lease had ended, removed first.
+    expired: Vec<Effect<'static>>,
+    /// What the command itself decided.
+    decided: Option<Effect<'h>>,
     empty: bool,
     latest: Option<i64>,
 }
 
-impl Write for Changed {
+impl Write for Changed<'_> {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
-        for e in &self.effects {
+        for e in self.expired.iter().chain(&self.decided) {
             replicate::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
         }
         match (self.fresh, self.empty, self.latest) {
@@ -48,54 +51,50 @@ impl Write for Changed {
 /// key is empty) after removing holders whose lease ended by `now` (None:
 /// a replicated effect, no clock read), and commits what changed. `note`
 /// applies when `decide` returned an effect.
-fn change<R>(
+fn change<'h, R>(
     ctx: &Context,
     name: &RedisString,
     now: Option<i64>,
     new_limit: u64,
     note: Note,
-    decide: impl FnOnce(&Semaphore) -> Result<(R, Option<Effect>), Error>,
+    decide: impl FnOnce(&Semaphore) -> Result<(R, Option<Effect<'h>>), Error>,
 ) -> Result<R, Error> {
     let mut key = Key::write(ctx, name);
     let mut fresh = None;
-    let (result, mut changed, decided) = {
+    let (result, mut changed) = {
         let sem = match key.sem()? {
             Some(s) => s,
             None => fresh.insert(Semaphore::new(new_limit)),
         };
-        let mut effects = Vec::new();
-        for e in now.map(|t| sem.expire(t)).unwrap_or_default() {
-            sem.apply(&e);
+        let expired = now.map(|t| sem.expire(t)).unwrap_or_default();
+        for e in &expired {
+            sem.apply(e);
             bump(&info::SEM_EXPIRED_HOLDERS);
             bump(&info::EXPIRED);
-            effects.push(e);
         }
-        let result = decide(sem);
-        let mut decided = false;
-        if let Ok((_, Some(e))) = &result {
+        let (result, decided) = match decide(sem) {
+            Ok((r, e)) => (Ok(r), e),
+            Err(e) => (Err(e), None),
+        };
+        if let Some(e) = &decided {
             sem.apply(e);
-            effects.push(e.clone());
-            decided = true;
         }
         let changed = Changed {
             fresh: None,
-            effects,
+            expired,
+            decided,
             empty: sem.is_empty(),
             latest: sem.latest_deadline(),
         };
-        (result, changed, decided)
+        (result, changed)
     };
-    if !changed.effects.is_empty() {
+    if changed.decided.is_some() {
         changed.fresh = fresh;
-        commit(
-            ctx,
-            name,
-            key,
-            changed,
-            if decided { note } else { Note::default() },
-        );
+        commit(ctx, name, key, changed, note);
+    } else if !changed.expired.is_empty() {
+        commit(ctx, name, key, changed, Note::default());
     }
-    result.map(|(r, _)| r)
+    result
 }
 
 /// Takes `permits` for `holder` now; None when not enough are free.
@@ -158,7 +157,7 @@ pub fn extend(
 }
 
 /// `PADLOCK.SEMSET`: one holder's state from the master or the AOF.
-pub fn set(ctx: &Context, name: &RedisString, effect: Effect) -> Result<(), Error> {
+pub fn set(ctx: &Context, name: &RedisString, effect: Effect<'_>) -> Result<(), Error> {
     change(ctx, name, None, effect.limit, Note::default(), |_| {
         Ok(((), Some(effect)))
     })

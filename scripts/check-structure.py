@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Checks the source layout rules: no two files of src/ depend on each
+other in a circle (through `use`, `super::`/`crate::` paths), and no file is
+much over 400 lines. A file depends on another when it names an item path
+that resolves into it; `mod x;` declarations (a parent listing its children)
+do not count, a child using its parent's items does. Exits 1 and names the circle or the file when a rule breaks."""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "src"
+MAX_LINES = 420
+
+
+def module_of(path):
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] in ("mod", "lib"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def main():
+    files = {module_of(p): p for p in ROOT.rglob("*.rs")}
+    deps = {m: set() for m in files}
+    path_re = re.compile(r"\b((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*|::\{)+)")
+    for mod, path in files.items():
+        text = path.read_text()
+        # Test modules may use anything of their parent.
+        text = text.split("#[cfg(test)]\nmod tests {")[0]
+        for m in path_re.finditer(text):
+            segs = m.group(1).rstrip(":{").split("::")
+            if segs[0] == "crate":
+                cur, segs = [], segs[1:]
+            elif segs[0] == "self":
+                cur, segs = list(mod), segs[1:]
+            else:
+                cur = list(mod)
+                while segs and segs[0] == "super":
+                    cur = cur[:-1] if cur else cur
+                    segs = segs[1:]
+            # The longest prefix that is a file.
+            target = None
+            probe = list(cur)
+            if tuple(probe) in files:
+                target = tuple(probe)
+            for s in segs:
+                probe.append(s)
+                if tuple(probe) in files:
+                    target = tuple(probe)
+                else:
+                    break
+            if target and target != mod:
+                deps[mod].add(target)
+    # Find a cycle (DFS).
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(deps[m]):
+            if state.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            if d not in state:
+                c = visit(d)
+                if c:
+                    return c
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(deps):
+        if m not in state:
+            cycle = visit(m)
+            if cycle:
+                print("import circle: " + " -> ".join("/".join(c) or "lib" for c in cycle))
+                return 1
+    long = [(p, n) for p in files.values() if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    for p, n in long:
+        print(f"{p.relative_to(ROOT.parent)} has {n} lines (at most {MAX_LINES})")
+    if long:
+        return 1
+    edges = sum(len(v) for v in deps.values())
+    print(f"structure ok: {len(files)} files, {edges} dependencies, no circle, none over {MAX_LINES} lines")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
