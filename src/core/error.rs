@@ -70,7 +70,7 @@ impl Error {
                 out
             }
             Error::TryAgain => {
-                "TRYAGAIN restart grace is running, a holder from before the restart may still be working"
+                "TRYAGAIN restart grace is running, a holder from before the restart or failover may still be working"
                     .to_string()
             }
         }

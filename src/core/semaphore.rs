@@ -208,7 +208,13 @@ impl Semaphore {
     /// During a restart grace: the holder gets back the permits it believes
     /// it holds. A semaphore re-created from nothing has as its limit the
     /// permits re-created so far, until an acquire sets one.
-    pub fn recreate<'h>(&self, holder: &'h [u8], permits: u64, ttl_ms: i64, now_ms: i64) -> Effect<'h> {
+    pub fn recreate<'h>(
+        &self,
+        holder: &'h [u8],
+        permits: u64,
+        ttl_ms: i64,
+        now_ms: i64,
+    ) -> Effect<'h> {
         let recreated = self.is_empty() || self.recreated;
         let before = self.holder(holder).map_or(0, |e| e.permits);
         let used = self.used - before + permits;

@@ -28,8 +28,14 @@ pub struct GraceSetting(AtomicI64);
 
 pub static RESTART_GRACE: GraceSetting = GraceSetting(AtomicI64::new(0));
 
-/// When the module loaded (unix ms): the grace counts from here.
-pub static LOADED_MS: AtomicI64 = AtomicI64::new(0);
+/// When the module loaded, or this server was last promoted from replica
+/// to master (unix ms): the grace counts from here.
+pub static GRACE_FROM_MS: AtomicI64 = AtomicI64::new(0);
+
+/// Starts the restart grace (again) now.
+pub fn start_grace(now_ms: i64) {
+    GRACE_FROM_MS.store(now_ms, Ordering::Relaxed);
+}
 
 impl GraceSetting {
     pub fn get(&self) -> Grace {
@@ -75,12 +81,12 @@ impl ConfigurationValue<RedisString> for GraceSetting {
 pub fn grace_running(now_ms: i64, ttl_ms: i64) -> bool {
     RESTART_GRACE
         .get()
-        .running(LOADED_MS.load(Ordering::Relaxed), ttl_ms, now_ms)
+        .running(GRACE_FROM_MS.load(Ordering::Relaxed), ttl_ms, now_ms)
 }
 
 /// When the grace ends for a request with this ttl (None: off).
 pub fn grace_ends(ttl_ms: i64) -> Option<i64> {
     RESTART_GRACE
         .get()
-        .ends_at(LOADED_MS.load(Ordering::Relaxed), ttl_ms)
+        .ends_at(GRACE_FROM_MS.load(Ordering::Relaxed), ttl_ms)
 }

@@ -1,9 +1,13 @@
-//! Keyspace events padlock listens to.
+//! Keyspace and server events padlock listens to.
 
-use redis_module::{Context, NotifyEvent, RedisString};
+use std::os::raw::c_void;
 
+use redis_module::{raw, Context, NotifyEvent, RedisString};
+
+use super::blocking;
+use super::config;
 use super::info;
-use super::server::notify;
+use super::server::{notify, now_ms};
 use super::types;
 use super::waiting;
 
@@ -27,5 +31,26 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
 pub fn on_generic_event(_ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
     if name == "expire" {
         waiting::expiry_changed(key);
+    }
+}
+
+pub fn subscribe(ctx: &Context) {
+    blocking::subscribe(
+        ctx,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        on_role_changed,
+    );
+}
+
+/// A replica promoted to master may have missed the last grants of the old
+/// master: the restart grace starts again, with the same rules.
+unsafe extern "C" fn on_role_changed(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        config::start_grace(now_ms());
     }
 }

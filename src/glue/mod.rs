@@ -46,7 +46,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     std::panic::set_hook(Box::new(|p| {
         eprintln!("padlock: internal error (panic): {p}");
     }));
-    config::LOADED_MS.store(server::now_ms(), std::sync::atomic::Ordering::Relaxed);
+    config::start_grace(server::now_ms());
     // HANDLE_IO_ERRORS: a damaged RESTORE payload or RDB file makes a load
     // fail (and be refused) instead of aborting the server.
     ctx.set_module_options(
@@ -57,6 +57,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         return Status::Err;
     }
     waiting::init(ctx);
+    events::subscribe(ctx);
     report::register(ctx);
     Status::Ok
 }
