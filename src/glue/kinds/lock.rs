@@ -221,14 +221,11 @@ pub fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> R
     Ok(())
 }
 
-/// `LOCK.ACQUIRE ... BLOCK`.
-pub struct One {
-    pub ttl_ms: i64,
-}
-
-/// `LOCK.MACQUIRE ... BLOCK`.
-pub struct Multi {
-    pub ttl_ms: i64,
+/// `LOCK.ACQUIRE ... BLOCK` (one key, replied with its fence) and
+/// `LOCK.MACQUIRE ... BLOCK` (all keys at once, replied with an array).
+struct Locks {
+    ttl_ms: i64,
+    multi: bool,
 }
 
 /// The fences a waiter was granted, one per key.
@@ -242,7 +239,7 @@ impl TakeBack for Fences {
     }
 }
 
-impl Want for One {
+impl Want for Locks {
     fn try_grant(
         &self,
         ctx: &Context,
@@ -250,36 +247,20 @@ impl Want for One {
         holder: &[u8],
         now: i64,
     ) -> Result<Option<Granted>, Error> {
-        let Some(name) = names.first() else {
-            return Ok(None);
+        let fences = match (self.multi, names) {
+            (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
+            (false, [name]) => {
+                try_acquire(ctx, name, holder, self.ttl_ms, now)?.map(|g| vec![g.fence])
+            }
+            (false, _) => None,
         };
-        Ok(
-            try_acquire(ctx, name, holder, self.ttl_ms, now)?.map(|g| Granted {
-                reply: Reply::Int(g.fence as i64),
-                take_back: Box::new(Fences(vec![g.fence])),
-            }),
-        )
-    }
-
-    fn ttl_ms(&self) -> i64 {
-        self.ttl_ms
-    }
-}
-
-impl Want for Multi {
-    fn try_grant(
-        &self,
-        ctx: &Context,
-        names: &[RedisString],
-        holder: &[u8],
-        now: i64,
-    ) -> Result<Option<Granted>, Error> {
-        Ok(
-            try_macquire(ctx, names, holder, self.ttl_ms, now)?.map(|fs| Granted {
-                reply: Reply::Ints(fs.iter().map(|f| *f as i64).collect()),
-                take_back: Box::new(Fences(fs)),
-            }),
-        )
+        Ok(fences.map(|fs| Granted {
+            reply: match (self.multi, fs.as_slice()) {
+                (false, [f]) => Reply::Int(*f as i64),
+                _ => Reply::Ints(fs.iter().map(|f| *f as i64).collect()),
+            },
+            take_back: Box::new(Fences(fs)),
+        }))
     }
 
     fn ttl_ms(&self) -> i64 {
@@ -288,9 +269,15 @@ impl Want for Multi {
 }
 
 pub fn want_one(ttl_ms: i64) -> Rc<dyn Want> {
-    Rc::new(One { ttl_ms })
+    Rc::new(Locks {
+        ttl_ms,
+        multi: false,
+    })
 }
 
 pub fn want_multi(ttl_ms: i64) -> Rc<dyn Want> {
-    Rc::new(Multi { ttl_ms })
+    Rc::new(Locks {
+        ttl_ms,
+        multi: true,
+    })
 }
