@@ -18,7 +18,7 @@ redis_module! {
     name: "padlock",
     version: 1,
     allocator: (glue::alloc::PadlockAlloc, glue::alloc::PadlockAlloc),
-    data_types: [LOCK_TYPE, SEM_TYPE],
+    data_types: [LOCK_TYPE, SEM_TYPE, RWLOCK_TYPE],
     init: glue_init,
     event_handlers: [
         [@EXPIRED @EVICTED: glue::events::on_key_event],
@@ -38,7 +38,7 @@ redis_module! {
     ]
 }
 
-use glue::types::{LOCK_TYPE, SEM_TYPE};
+use glue::types::{LOCK_TYPE, RWLOCK_TYPE, SEM_TYPE};
 
 fn glue_init(
     ctx: &redis_module::Context,

@@ -23,6 +23,10 @@ pub enum Error {
     DuplicateKey(Vec<u8>),
     /// `PERMITS n` larger than the semaphore limit in the same request.
     PermitsOverLimit,
+    /// An effect command naming a state the rules never reach.
+    Invalid(&'static str),
+    /// A read-write lock mode other than `READ` or `WRITE`.
+    Mode,
     /// A reentry count that would overflow.
     CountOverflow,
     /// The key holds a value of another type.
@@ -52,6 +56,8 @@ impl Error {
                 format!("ERR duplicate key '{}' in one call", escape(key))
             }
             Error::PermitsOverLimit => "ERR PERMITS must not exceed limit".to_string(),
+            Error::Invalid(why) => format!("ERR {why}"),
+            Error::Mode => "ERR mode must be READ or WRITE".to_string(),
             Error::CountOverflow => "ERR reentry count would overflow".to_string(),
             Error::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()

@@ -9,6 +9,7 @@ pub mod fence;
 pub mod grace;
 pub mod lock;
 pub mod queue;
+pub mod rwlock;
 pub mod semaphore;
 pub mod stored;
 pub mod waiters;

@@ -11,9 +11,15 @@ use std::hash::Hash;
 
 pub type WaiterId = u64;
 
+/// Ids of ordinary waiters count up from here; waiters let in at the front
+/// (`push_front`) count down from just below it, so each key's queue stays
+/// ordered by id.
+const FRONT: WaiterId = 1 << 40;
+
 #[derive(Debug)]
 pub struct Queues<K, T> {
     next: WaiterId,
+    front: WaiterId,
     by_key: HashMap<K, BTreeSet<WaiterId>>,
     waiters: BTreeMap<WaiterId, (Vec<K>, T)>,
 }
@@ -21,7 +27,8 @@ pub struct Queues<K, T> {
 impl<K: Hash + Eq + Clone, T> Default for Queues<K, T> {
     fn default() -> Self {
         Queues {
-            next: 1,
+            next: FRONT,
+            front: FRONT - 1,
             by_key: HashMap::new(),
             waiters: BTreeMap::new(),
         }
@@ -38,6 +45,23 @@ impl<K: Hash + Eq + Clone, T> Queues<K, T> {
         }
         self.waiters.insert(id, (keys, payload));
         id
+    }
+
+    /// Queues a one-key waiter ahead of everyone waiting there (a holder
+    /// upgrading its own hold, which those behind wait for anyway). Being
+    /// on one key only, it cannot break the global order of multi-key
+    /// waiters.
+    pub fn push_front(&mut self, key: K, payload: T) -> WaiterId {
+        let id = self.front;
+        self.front -= 1;
+        self.by_key.entry(key.clone()).or_default().insert(id);
+        self.waiters.insert(id, (vec![key], payload));
+        id
+    }
+
+    /// The waiters on `key`, first in line first.
+    pub fn queue(&self, key: &K) -> impl Iterator<Item = WaiterId> + '_ {
+        self.by_key.get(key).into_iter().flatten().copied()
     }
 
     /// Takes a waiter out of every queue it is in.
@@ -111,6 +135,17 @@ mod tests {
         assert_eq!(q.len(&"k"), 1);
         q.remove(b);
         assert!(!q.has_waiters(&"k") && q.is_empty());
+    }
+
+    #[test]
+    fn front_goes_ahead() {
+        let mut q: Queues<&str, ()> = Queues::default();
+        let a = q.push(vec!["k"], ());
+        let up = q.push_front("k", ());
+        assert_eq!(q.head(&"k"), Some(up));
+        assert_eq!(q.queue(&"k").collect::<Vec<_>>(), vec![up, a]);
+        q.remove(up);
+        assert_eq!(q.head(&"k"), Some(a));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! later commands misbehave long after the load, so it is refused whole.
 
 use super::lock::Lock;
+use super::rwlock::{self, RwLock};
 use super::semaphore::Semaphore;
 
 /// Longest holder any configuration accepts (`max-holder-len` ceiling).
@@ -98,6 +99,46 @@ impl SemaphoreLoader {
     }
 }
 
+/// Builds a read-write lock holder by holder, like `SemaphoreLoader`, and
+/// refuses a writer beside another holder.
+pub struct RwLockLoader {
+    rw: RwLock,
+}
+
+impl RwLockLoader {
+    pub fn new(holders: u64) -> Result<Self, Invalid> {
+        if holders == 0 {
+            return Err("read-write lock without holders");
+        }
+        Ok(RwLockLoader {
+            rw: RwLock::default(),
+        })
+    }
+
+    pub fn holder(&mut self, h: &[u8], e: rwlock::Entry) -> Result<(), Invalid> {
+        holder(h)?;
+        if e.reads > MAX_COUNTER || e.writes > MAX_COUNTER || e.reads + e.writes == 0 {
+            return Err("hold count out of range");
+        }
+        if !(1..=MAX_COUNTER).contains(&e.fence) {
+            return Err("fence out of range");
+        }
+        deadline(e.deadline_ms)?;
+        if self.rw.holder(h).is_some() {
+            return Err("holder named twice");
+        }
+        if self.rw.writer().is_some() || (e.writes > 0 && !self.rw.is_empty()) {
+            return Err("a writer beside another holder");
+        }
+        self.rw.apply(&rwlock::Effect::set(h, e));
+        Ok(())
+    }
+
+    pub fn finish(self) -> RwLock {
+        self.rw
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +169,30 @@ mod tests {
         assert!(l.holder(b"b", 1, 100).is_ok());
         let s = l.finish();
         assert_eq!((s.used(), s.len()), (3, 2));
+    }
+
+    #[test]
+    fn rwlocks() {
+        let e = |reads, writes| rwlock::Entry {
+            reads,
+            writes,
+            fence: 7,
+            deadline_ms: 100,
+        };
+        assert!(RwLockLoader::new(0).is_err());
+        let mut l = RwLockLoader::new(2).unwrap();
+        assert!(l.holder(b"a", e(0, 0)).is_err(), "holds nothing");
+        assert!(l.holder(b"a", e(2, 0)).is_ok());
+        assert!(l.holder(b"a", e(1, 0)).is_err(), "twice");
+        assert!(l.holder(b"w", e(0, 1)).is_err(), "writer beside a reader");
+        assert!(l.holder(b"b", rwlock::Entry { fence: 0, ..e(1, 0) }).is_err());
+        assert!(l.holder(b"b", rwlock::Entry { deadline_ms: 0, ..e(1, 0) }).is_err());
+        assert!(l.holder(b"b", e(u64::MAX, 0)).is_err());
+        assert!(l.holder(b"b", e(1, 0)).is_ok());
+        assert_eq!(l.finish().len(), 2);
+        let mut w = RwLockLoader::new(2).unwrap();
+        assert!(w.holder(b"w", e(1, 1)).is_ok());
+        assert!(w.holder(b"r", e(1, 0)).is_err(), "reader beside a writer");
     }
 
     #[test]

@@ -49,6 +49,22 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
         id
     }
 
+    /// Queues a one-key waiter ahead of everyone on that key.
+    pub fn push_front(&mut self, key: K, entry: Entry<W>) -> WaiterId {
+        let (handle, timeout_at) = (entry.handle, entry.timeout_at);
+        let id = self.queues.push_front(key, entry);
+        self.by_handle.insert(handle, id);
+        if let Some(t) = timeout_at {
+            self.timeouts.insert((t, id));
+        }
+        id
+    }
+
+    /// The waiters on `key`, first in line first.
+    pub fn queue(&self, key: &K) -> impl Iterator<Item = WaiterId> + '_ {
+        self.queues.queue(key)
+    }
+
     /// Takes a waiter out of every index.
     pub fn take(&mut self, id: WaiterId) -> Option<(Vec<K>, Entry<W>)> {
         let (keys, e) = self.queues.remove(id)?;

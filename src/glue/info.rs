@@ -14,6 +14,11 @@ pub static SEM_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static SEM_EXTENDED: AtomicU64 = AtomicU64::new(0);
 pub static SEM_CONTENDED: AtomicU64 = AtomicU64::new(0);
 pub static SEM_EXPIRED_HOLDERS: AtomicU64 = AtomicU64::new(0);
+pub static RW_ACQUIRED: AtomicU64 = AtomicU64::new(0);
+pub static RW_RELEASED: AtomicU64 = AtomicU64::new(0);
+pub static RW_EXTENDED: AtomicU64 = AtomicU64::new(0);
+pub static RW_CONTENDED: AtomicU64 = AtomicU64::new(0);
+pub static RW_EXPIRED_HOLDERS: AtomicU64 = AtomicU64::new(0);
 pub static DEADLOCKS: AtomicU64 = AtomicU64::new(0);
 pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
@@ -21,6 +26,7 @@ pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 /// Values alive in memory (created minus freed), all databases.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);
 pub static SEMAPHORES: AtomicI64 = AtomicI64::new(0);
+pub static RWLOCKS: AtomicI64 = AtomicI64::new(0);
 
 pub fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);

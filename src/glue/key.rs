@@ -68,7 +68,7 @@ impl<'a> Key<'a> {
 
     /// The value stored here: None for an empty key, `WRONGTYPE` for a
     /// value of any other type.
-    fn value<T: Value>(&mut self) -> Result<Option<&mut T>, Error> {
+    pub fn value<T: Value>(&mut self) -> Result<Option<&mut T>, Error> {
         if self.ptr.is_null() {
             return Ok(None);
         }

@@ -2,9 +2,10 @@
 //! state with absolute unix-ms deadlines, so replaying it never reads a
 //! clock or re-decides: a replica ends in exactly the master's state.
 //!
-//! `PADLOCK.LOCKSET key holder count fence deadline-ms` and
-//! `PADLOCK.SEMSET key holder limit permits deadline-ms` are also what an
-//! AOF rewrite writes; deadline 0 means "no expiry".
+//! `PADLOCK.LOCKSET key holder count fence deadline-ms`,
+//! `PADLOCK.SEMSET key holder limit permits deadline-ms` and
+//! `PADLOCK.RWSET key holder reads writes fence deadline-ms` are also what
+//! an AOF rewrite writes; deadline 0 means "no expiry".
 //!
 //! These run on every write, so they go through `RedisModule_Replicate`'s
 //! own format (no intermediate strings).
@@ -15,9 +16,11 @@ use std::os::raw::c_char;
 use redis_module::{Context, RedisString};
 
 use crate::core::lock::Lock;
+use crate::core::rwlock::Effect;
 
 pub const LOCKSET: &str = "PADLOCK.LOCKSET";
 pub const SEMSET: &str = "PADLOCK.SEMSET";
+pub const RWSET: &str = "PADLOCK.RWSET";
 
 /// Decimal digits of `n` in a stack buffer: Redis builds one embedded
 /// string from a buffer, but two allocations from a `long long`.
@@ -54,18 +57,22 @@ impl Digits {
     }
 }
 
-/// `CMD key holder n1 n2 n3`.
-fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: [i64; 3]) {
-    let [a, b, c] = nums.map(Digits::new);
-    let buf = |d: &Digits| (d.bytes().as_ptr() as *const c_char, d.bytes().len());
-    let ((ap, al), (bp, bl), (cp, cl)) = (buf(&a), buf(&b), buf(&c));
-    // SAFETY: the format names exactly the arguments that follow; key is a
-    // live string, the buffers live until the call returns.
+/// `CMD key holder n1 n2 n3 [n4]`.
+fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: &[i64]) {
+    let d: Vec<Digits> = nums.iter().map(|n| Digits::new(*n)).collect();
+    let p = |i: usize| d.get(i).map_or((std::ptr::null(), 0), |d| {
+        (d.bytes().as_ptr() as *const c_char, d.bytes().len())
+    });
+    let ((ap, al), (bp, bl), (cp, cl), (dp, dl)) = (p(0), p(1), p(2), p(3));
+    let fmt = if d.len() == 4 { c"sbbbbb" } else { c"sbbbb" };
+    // SAFETY: the format names exactly the arguments it reads (a trailing
+    // one it does not name is ignored); key is a live string, the buffers
+    // live until the call returns.
     unsafe {
         rm!(RedisModule_Replicate)(
             ctx.ctx,
             cmd.as_ptr(),
-            c"sbbbb".as_ptr(),
+            fmt.as_ptr(),
             key.inner,
             holder.as_ptr() as *const c_char,
             holder.len(),
@@ -75,6 +82,8 @@ fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: [i64;
             bl,
             cp,
             cl,
+            dp,
+            dl,
         );
     }
 }
@@ -85,7 +94,7 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
         c"PADLOCK.LOCKSET",
         key,
         &lock.holder,
-        [lock.count as i64, lock.fence as i64, deadline_ms],
+        &[lock.count as i64, lock.fence as i64, deadline_ms],
     );
 }
 
@@ -104,7 +113,19 @@ pub fn sem_set(
         c"PADLOCK.SEMSET",
         key,
         holder,
-        [limit as i64, permits as i64, deadline_ms],
+        &[limit as i64, permits as i64, deadline_ms],
+    );
+}
+
+/// One read-write lock holder's new state; no holds removes the holder
+/// (and the key with its last holder).
+pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
+    send(
+        ctx,
+        c"PADLOCK.RWSET",
+        key,
+        &e.holder,
+        &[e.reads as i64, e.writes as i64, e.fence as i64, e.deadline_ms],
     );
 }
 

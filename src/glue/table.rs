@@ -83,10 +83,15 @@ commands! {
     c"sem.release" => cmd::sem::release, c"write fast", (1, 1, 1), "write fast";
     c"sem.extend" => cmd::sem::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
     c"sem.info" => cmd::sem::info, c"readonly", (1, 1, 1), "read";
+    c"rwlock.acquire" => cmd::rwlock::acquire, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"rwlock.release" => cmd::rwlock::release, c"write fast", (1, 1, 1), "write fast";
+    c"rwlock.extend" => cmd::rwlock::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"rwlock.info" => cmd::rwlock::info, c"readonly", (1, 1, 1), "read";
     // Internal (replication, AOF): `admin` keeps them out of ordinary
     // users' reach, `+@padlock` does not grant them.
     c"padlock.lockset" => cmd::internal::lockset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
     c"padlock.semset" => cmd::internal::semset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
+    c"padlock.rwset" => cmd::internal::rwset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
 }
 
 /// Registers every command, then its ACL categories where the server has

@@ -3,6 +3,7 @@
 //! refused command never leaves partial state.
 
 use super::error::Error;
+use super::rwlock::Mode;
 
 /// Largest semaphore limit and permit count: 2^31 - 1.
 pub const MAX_PERMITS: i64 = i32::MAX as i64;
@@ -102,6 +103,17 @@ pub struct SemHolder<'a, A> {
     pub holder: &'a [u8],
     pub ttl_ms: i64,
     pub permits: Option<u64>,
+}
+
+/// `RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms]` and,
+/// without ttl and options, `RWLOCK.RELEASE key holder READ|WRITE`.
+#[derive(Debug)]
+pub struct RwHold<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+    pub mode: Mode,
+    pub ttl_ms: i64,
+    pub block_ms: Option<i64>,
 }
 
 /// Parses a decimal integer the way Redis does: optional `-`, digits only,
@@ -312,6 +324,47 @@ pub fn sem_extend<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemHolde
         holder,
         ttl_ms,
         permits: permits_option(&args[3..])?,
+    })
+}
+
+fn mode(arg: &impl Arg) -> Result<Mode, Error> {
+    let m = arg.bytes();
+    if m.eq_ignore_ascii_case(b"READ") {
+        Ok(Mode::Read)
+    } else if m.eq_ignore_ascii_case(b"WRITE") {
+        Ok(Mode::Write)
+    } else {
+        Err(Error::Mode)
+    }
+}
+
+pub fn rw_acquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<RwHold<'a, A>, Error> {
+    if args.len() < 4 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    let mode = mode(&args[2])?;
+    let ttl_ms = ttl(&args[3], limits)?;
+    let opts = options(&args[4..], &["BLOCK"])?;
+    Ok(RwHold {
+        key: &args[0],
+        holder,
+        mode,
+        ttl_ms,
+        block_ms: block(&opts, limits)?,
+    })
+}
+
+pub fn rw_release<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<RwHold<'a, A>, Error> {
+    if args.len() != 3 {
+        return Err(Error::Arity);
+    }
+    Ok(RwHold {
+        key: &args[0],
+        holder: holder(&args[1], limits)?,
+        mode: mode(&args[2])?,
+        ttl_ms: 0,
+        block_ms: None,
     })
 }
 

@@ -1,141 +1,145 @@
-//! Would a waiter deadlock? Each key names who holds it and how a waiter
-//! waits for them (`Held`):
+//! Would a waiter deadlock? Each wait edge *holder → key* names whom that
+//! request waits for (`Held`), which depends on the request as much as on
+//! the key: a writer waits for every other holder of a read-write lock, a
+//! reader only for its writer, and any request for the conflicting
+//! requests queued ahead of it. Those it waits for are of two sorts:
 //!
-//! - `All`: every holder must leave (a lock's one holder; a writer waiting
-//!   for the readers of a read-write lock): an AND-wait;
-//! - `Any`: one holder leaving is enough (a semaphore: any holder that
-//!   finishes frees permits): an OR-wait.
+//! - `all`: every one must leave or be served (a lock's holder, the readers
+//!   a writer waits for, requests queued ahead): an AND-wait;
+//! - `any`: one leaving is enough (semaphore holders: any that finishes
+//!   frees permits): an OR-wait.
 //!
-//! A would-be waiter W is deadlocked when the key it wants is *stuck on W*:
-//! a holder is stuck on W if it is W or waits for a key stuck on W; an
-//! `All` key is stuck if *some* holder is, an `Any` key if it has holders
-//! and *every* one is. That is a least fixed point, computed over the part
-//! of the graph reachable from the wanted key only (cost grows with the
-//! edges reachable, never with all keys), and the cycle is read back along
-//! the order in which nodes became stuck.
+//! A would-be waiter W is deadlocked when its request is *stuck on W*: a
+//! holder is stuck on W if it is W or one of its requests is; a request is
+//! stuck if *some* of its `all` are, or it has `any` and *every* one is.
+//! That is a least fixed point, computed over the part of the graph
+//! reachable from the new request only (cost grows with the edges
+//! reachable, never with all keys), and the cycle is read back along the
+//! order in which holders became stuck.
 //!
 //! The lookups are closures so that the caller can read live state (keys in
 //! Redis, edges in its own registry) without holding anything across them:
 //! all reading happens in the first phase, the rest works on what was read.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::Hash;
 
 use super::Node;
 
-/// Who holds a key right now, and what a waiter needs of them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Held {
-    Free,
-    All(Vec<Vec<u8>>),
-    Any(Vec<Vec<u8>>),
+/// Whom one request waits for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub all: Vec<Vec<u8>>,
+    pub any: Vec<Vec<u8>>,
 }
 
 impl Held {
-    pub fn holders(&self) -> &[Vec<u8>] {
-        match self {
-            Held::Free => &[],
-            Held::All(hs) | Held::Any(hs) => hs,
-        }
+    pub fn free() -> Held {
+        Held::default()
+    }
+
+    pub fn all(all: Vec<Vec<u8>>) -> Held {
+        Held { all, any: vec![] }
+    }
+
+    pub fn any(any: Vec<Vec<u8>>) -> Held {
+        Held { all: vec![], any }
+    }
+
+    pub fn is_free(&self) -> bool {
+        self.all.is_empty() && self.any.is_empty()
+    }
+
+    /// Everyone named, `all` first.
+    pub fn holders(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.all.iter().chain(&self.any)
+    }
+
+    /// True when `holder` alone is named.
+    pub fn only(&self, holder: &[u8]) -> bool {
+        let mut hs = self.holders();
+        hs.next().is_some_and(|h| h == holder) && hs.next().is_none()
+    }
+
+    fn stuck(&self, is: impl Fn(&[u8]) -> bool) -> bool {
+        self.all.iter().any(|h| is(h)) || (!self.any.is_empty() && self.any.iter().all(|h| is(h)))
     }
 }
 
 /// The cycle `waiter, key, holder, key, ..., waiter` that `waiter` waiting
-/// for `key` would close, if any. `waits_for(h)`: the keys holder `h` waits
-/// for now; `held(k)`: who holds key `k`.
+/// for `key` would close, if any. `waits_for(h)`: the keys holder `h`
+/// waits for now; `held(h, k)`: whom `h`'s request on `k` waits for (for
+/// the new request too: `held(waiter, key)`).
 pub fn find_cycle<K: Hash + Eq + Clone>(
     waiter: &[u8],
     key: &K,
     mut waits_for: impl FnMut(&[u8]) -> Vec<K>,
-    mut held: impl FnMut(&K) -> Held,
+    mut held: impl FnMut(&[u8], &K) -> Held,
 ) -> Option<Vec<Node<K>>> {
-    // 1. Read what is reachable from `key`.
-    let mut keys: HashMap<K, Held> = HashMap::new();
-    let mut edges: HashMap<Vec<u8>, Vec<K>> = HashMap::new();
-    let mut todo = vec![key.clone()];
-    while let Some(k) = todo.pop() {
-        if keys.contains_key(&k) {
+    // 1. Read what is reachable from the new request.
+    let first = held(waiter, key);
+    let mut edges: HashMap<Vec<u8>, Vec<(K, Held)>> = HashMap::new();
+    let mut todo: Vec<Vec<u8>> = first.holders().cloned().collect();
+    while let Some(x) = todo.pop() {
+        if x == waiter || edges.contains_key(&x) {
             continue;
         }
-        let h = held(&k);
-        for x in h.holders() {
-            if x.as_slice() != waiter && !edges.contains_key(x) {
-                let ks = waits_for(x);
-                todo.extend(ks.iter().cloned());
-                edges.insert(x.clone(), ks);
-            }
-        }
-        keys.insert(k, h);
+        let mine: Vec<(K, Held)> = waits_for(&x)
+            .into_iter()
+            .map(|k| {
+                let h = held(&x, &k);
+                (k, h)
+            })
+            .collect();
+        todo.extend(mine.iter().flat_map(|(_, h)| h.holders().cloned()));
+        edges.insert(x, mine);
     }
 
-    // 2. Least fixed point of "stuck on waiter", with the round in which
-    //    each node became stuck.
-    let mut holder_round: HashMap<&[u8], usize> = HashMap::new();
-    holder_round.insert(waiter, 0);
-    let mut key_round: HashMap<&K, usize> = HashMap::new();
-    let mut round = 0;
-    loop {
-        round += 1;
-        let mut changed = false;
-        for (k, h) in &keys {
-            if key_round.contains_key(k) {
+    // 2. Least fixed point of "stuck on waiter": each round sees only the
+    //    holders stuck in earlier rounds, and notes the request that made
+    //    a holder stuck.
+    let mut round: HashMap<&[u8], (usize, usize)> = HashMap::new();
+    round.insert(waiter, (0, 0));
+    let mut r = 0;
+    while !first.stuck(|h| round.contains_key(h)) {
+        r += 1;
+        let mut newly = vec![];
+        for (x, mine) in &edges {
+            if round.contains_key(x.as_slice()) {
                 continue;
             }
-            let stuck = |x: &Vec<u8>| holder_round.contains_key(x.as_slice());
-            let is_stuck = match h {
-                Held::Free => false,
-                Held::All(xs) => xs.iter().any(stuck),
-                Held::Any(xs) => !xs.is_empty() && xs.iter().all(stuck),
-            };
-            if is_stuck {
-                key_round.insert(k, round);
-                changed = true;
-            }
-        }
-        for (x, ks) in &edges {
-            if holder_round.contains_key(x.as_slice()) {
-                continue;
-            }
-            if ks
+            if let Some(i) = mine
                 .iter()
-                .any(|k| key_round.get(k).is_some_and(|r| *r <= round))
+                .position(|(_, h)| h.stuck(|y| round.contains_key(y)))
             {
-                holder_round.insert(x, round);
-                changed = true;
+                newly.push((x.as_slice(), i));
             }
         }
-        if key_round.contains_key(key) || !changed {
-            break;
-        }
-    }
-    key_round.get(key)?;
-
-    // 3. Read the cycle back, always stepping to a node that became stuck
-    //    earlier, which ends at the waiter (round 0).
-    let mut path = vec![Node::Holder(waiter.to_vec()), Node::Key(key.clone())];
-    let mut seen: HashSet<&K> = HashSet::new();
-    let mut at = key;
-    loop {
-        if !seen.insert(at) {
+        if newly.is_empty() {
             return None;
         }
-        let limit = key_round[at];
-        let next = keys[at]
-            .holders()
-            .iter()
-            .map(Vec::as_slice)
-            .filter(|x| holder_round.get(x).is_some_and(|r| *r < limit))
-            .min_by_key(|x| (holder_round[x] == 0, holder_round[x]))?;
-        path.push(Node::Holder(next.to_vec()));
-        if next == waiter {
+        for (x, i) in newly {
+            round.insert(x, (r, i));
+        }
+    }
+
+    // 3. Read the cycle back, always stepping to a holder that became
+    //    stuck earlier, which ends at the waiter (round 0).
+    let earliest = |h: &Held| {
+        h.holders()
+            .filter_map(|y| round.get_key_value(y.as_slice()))
+            .min_by_key(|(_, (r, _))| *r)
+            .map(|(y, (r, _))| (*y, *r))
+    };
+    let mut path = vec![Node::Holder(waiter.to_vec()), Node::Key(key.clone())];
+    let (mut at, mut r) = earliest(&first)?;
+    loop {
+        path.push(Node::Holder(at.to_vec()));
+        if r == 0 {
             return Some(path);
         }
-        let hr = holder_round[next];
-        let k = edges
-            .get(next)?
-            .iter()
-            .find(|k| key_round.get(k).is_some_and(|r| *r <= hr))?;
+        let (k, h) = &edges.get(at)?[round[at].1];
         path.push(Node::Key(k.clone()));
-        at = k;
+        (at, r) = earliest(h).filter(|(_, next)| *next < r)?;
     }
 }

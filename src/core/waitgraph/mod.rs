@@ -1,9 +1,10 @@
 //! The wait-for graph and its deadlock check.
 //!
 //! Edges go from a holder to a key it waits for: one per client blocked with
-//! `BLOCK`, and one per holder declared with `LOCK.WAITFOR`. A key leads to
-//! its holder(s), which the caller supplies at check time (`Held`), so the
-//! graph never duplicates lock state.
+//! `BLOCK`, and one per holder declared with `LOCK.WAITFOR`. An edge leads
+//! to whom that request waits for (`Held`: the key's holders it cannot
+//! share with, and conflicting requests queued ahead of it), which the
+//! caller supplies at check time, so the graph never duplicates lock state.
 //!
 //! The deadlock check itself is `cycle::find_cycle`.
 
@@ -15,6 +16,21 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 pub use cycle::{find_cycle, Held};
+
+/// What a request needs of a key: to be alone with it, or to share it
+/// with other sharing requests (readers of a read-write lock). Requests
+/// conflict unless both share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Exclusive,
+    Shared,
+}
+
+impl Need {
+    pub fn conflicts(self, other: Need) -> bool {
+        !(self == Need::Shared && other == Need::Shared)
+    }
+}
 
 /// Why an edge exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,10 +19,10 @@ fn names(path: &[Node<&'static str>]) -> Vec<String> {
 fn two_party_deadlock() {
     let mut g = WaitGraph::default();
     g.add_blocked(b"t2", "a1", 1, None);
-    let held = |k: &&str| match *k {
-        "a1" => Held::All(vec![h("t1")]),
-        "a2" => Held::All(vec![h("t2")]),
-        _ => Held::Free,
+    let held = |_: &[u8], k: &&str| match *k {
+        "a1" => Held::all(vec![h("t1")]),
+        "a2" => Held::all(vec![h("t2")]),
+        _ => Held::free(),
     };
     let cycle = find_cycle(b"t1", &"a2", |x| g.waits_for(x, 0), held).unwrap();
     assert_eq!(names(&cycle), ["t1", "a2", "t2", "a1", "t1"]);
@@ -34,11 +34,11 @@ fn three_party_and_expiry() {
     let mut g = WaitGraph::default();
     g.declare(b"t2", "b", 100);
     g.declare(b"t3", "c", 100);
-    let held = |k: &&str| match *k {
-        "a" => Held::All(vec![h("t2")]),
-        "b" => Held::All(vec![h("t3")]),
-        "c" => Held::All(vec![h("t1")]),
-        _ => Held::Free,
+    let held = |_: &[u8], k: &&str| match *k {
+        "a" => Held::all(vec![h("t2")]),
+        "b" => Held::all(vec![h("t3")]),
+        "c" => Held::all(vec![h("t1")]),
+        _ => Held::free(),
     };
     let cycle = find_cycle(b"t1", &"a", |x| g.waits_for(x, 50), held).unwrap();
     assert_eq!(names(&cycle), ["t1", "a", "t2", "b", "t3", "c", "t1"]);
@@ -55,10 +55,10 @@ fn three_party_and_expiry() {
 fn semaphore_or_wait() {
     let mut g = WaitGraph::default();
     g.add_blocked(b"t2", "lock", 1, None);
-    let held_one_free = |k: &&str| match *k {
-        "sem" => Held::Any(vec![h("t2"), h("t3")]),
-        "lock" => Held::All(vec![h("t1")]),
-        _ => Held::Free,
+    let held_one_free = |_: &[u8], k: &&str| match *k {
+        "sem" => Held::any(vec![h("t2"), h("t3")]),
+        "lock" => Held::all(vec![h("t1")]),
+        _ => Held::free(),
     };
     assert!(
         find_cycle(b"t1", &"sem", |x| g.waits_for(x, 0), held_one_free).is_none(),
@@ -81,29 +81,47 @@ fn declared_edge_is_replaced_and_removed_on_acquire() {
     assert!(g.is_empty());
 }
 
-/// The same least fixed point over the whole graph, the naive way.
-fn brute(edges: &[(u8, u8)], held: &HashMap<u8, (bool, Vec<u8>)>, waiter: u8, key: u8) -> bool {
-    let mut stuck_h: HashSet<u8> = [waiter].into();
-    let mut stuck_k: HashSet<u8> = HashSet::new();
+/// One wait edge of the random graphs: holder, key, and whether the
+/// request shares (a reader) or excludes.
+type RawEdge = (u8, u8, bool);
+
+/// Whom the request of edge `i` waits for: the key's holders (AND or OR,
+/// as the key says; a shared request only for holders marked as writers),
+/// and every conflicting request queued on the key before it.
+fn held_for(edges: &[RawEdge], keys: &HashMap<u8, (u8, Vec<u8>)>, x: u8, k: u8, shares: bool, ahead: usize) -> (Vec<u8>, Vec<u8>) {
+    let (mode, hs) = &keys[&k];
+    let (mut all, any) = match mode {
+        0 => (hs.clone(), vec![]),
+        1 => (vec![], hs.clone()),
+        // A read-write key held by readers: a reader waits for none.
+        2 if shares => (vec![], vec![]),
+        // Held by readers (2) or by one writer (3): all but the requester.
+        _ => (hs.iter().copied().filter(|h| *h != x).collect(), vec![]),
+    };
+    for (y, ky, s) in &edges[..ahead] {
+        if *ky == k && *y != x && !(shares && *s) {
+            all.push(*y);
+        }
+    }
+    (all, any)
+}
+
+/// The same least fixed point over every edge, the naive way: repeat
+/// until nothing changes, no reachability, no rounds.
+fn brute(edges: &[RawEdge], keys: &HashMap<u8, (u8, Vec<u8>)>, waiter: u8, key: u8, shares: bool) -> bool {
+    let stuck = |set: &HashSet<u8>, (all, any): &(Vec<u8>, Vec<u8>)| {
+        all.iter().any(|y| set.contains(y)) || (!any.is_empty() && any.iter().all(|y| set.contains(y)))
+    };
+    let mut set: HashSet<u8> = [waiter].into();
     loop {
-        let before = (stuck_h.len(), stuck_k.len());
-        for (k, (any, hs)) in held {
-            let stuck = if *any {
-                !hs.is_empty() && hs.iter().all(|x| stuck_h.contains(x))
-            } else {
-                hs.iter().any(|x| stuck_h.contains(x))
-            };
-            if stuck {
-                stuck_k.insert(*k);
+        let before = set.len();
+        for (i, (x, k, s)) in edges.iter().enumerate() {
+            if *x != waiter && stuck(&set, &held_for(edges, keys, *x, *k, *s, i)) {
+                set.insert(*x);
             }
         }
-        for (x, k) in edges {
-            if stuck_k.contains(k) {
-                stuck_h.insert(*x);
-            }
-        }
-        if (stuck_h.len(), stuck_k.len()) == before {
-            return stuck_k.contains(&key);
+        if set.len() == before {
+            return stuck(&set, &held_for(edges, keys, waiter, key, shares, edges.len()));
         }
     }
 }
@@ -111,43 +129,49 @@ fn brute(edges: &[(u8, u8)], held: &HashMap<u8, (bool, Vec<u8>)>, waiter: u8, ke
 proptest! {
     #[test]
     fn matches_brute_force(
-        raw_edges in proptest::collection::vec((0u8..6, 0u8..6), 0..14),
-        raw_held in proptest::collection::vec((0u8..3, proptest::collection::vec(0u8..6, 0..3)), 6),
+        raw_edges in proptest::collection::vec((0u8..6, 0u8..6, any::<bool>()), 0..14),
+        raw_keys in proptest::collection::vec((0u8..4, proptest::collection::vec(0u8..6, 0..3)), 6),
         waiter in 0u8..6,
         key in 0u8..6,
+        shares in any::<bool>(),
     ) {
-        // Keys held by one holder (a lock), by several all of whom must
-        // leave (AND), or by several any of whom may leave (OR).
-        let held: HashMap<u8, (bool, Vec<u8>)> = raw_held.into_iter().enumerate().map(|(k, (mode, mut hs))| {
+        // Keys held by one holder (a lock), by several any of whom may leave
+        // (a semaphore), or read-write keys (mode 2 and 3).
+        let keys: HashMap<u8, (u8, Vec<u8>)> = raw_keys.into_iter().enumerate().map(|(k, (mode, mut hs))| {
             hs.sort(); hs.dedup();
-            if mode == 0 { hs.truncate(1); }
-            (k as u8, (mode == 1, hs))
+            if mode == 0 || mode == 3 { hs.truncate(1); }
+            (k as u8, (mode, hs))
         }).collect();
+        // One request per holder and key: the first edge in queue order.
+        let mut seen = HashSet::new();
+        let edges: Vec<RawEdge> = raw_edges.into_iter().filter(|(x, k, _)| seen.insert((*x, *k))).collect();
         let mut g: WaitGraph<u8> = WaitGraph::default();
-        for (i, (x, k)) in raw_edges.iter().enumerate() {
+        for (i, (x, k, _)) in edges.iter().enumerate() {
             g.add_blocked(&[*x], *k, i as u64, None);
         }
-        let lookup = |k: &u8| {
-            let (any, hs) = &held[k];
-            let hs: Vec<Vec<u8>> = hs.iter().map(|x| vec![*x]).collect();
-            match (any, hs.is_empty()) {
-                (_, true) => Held::Free,
-                (false, false) => Held::All(hs),
-                (true, false) => Held::Any(hs),
-            }
+        let lookup = |x: &[u8], k: &u8| {
+            let (s, ahead) = if x == [waiter] && *k == key {
+                (shares, edges.len())
+            } else {
+                let i = edges.iter().position(|(y, ky, _)| [*y] == x && ky == k).unwrap();
+                (edges[i].2, i)
+            };
+            let (all, any) = held_for(&edges, &keys, x[0], *k, s, ahead);
+            let v = |hs: Vec<u8>| hs.into_iter().map(|h| vec![h]).collect();
+            Held { all: v(all), any: v(any) }
         };
-        let got = find_cycle(&[waiter], &key, |x| g.waits_for(x, 0), lookup);
-        prop_assert_eq!(got.is_some(), brute(&raw_edges, &held, waiter, key));
+        let got = find_cycle(&[waiter], &key, |x| if x == [waiter] { vec![] } else { g.waits_for(x, 0) }, lookup);
+        prop_assert_eq!(got.is_some(), brute(&edges, &keys, waiter, key, shares));
         if let Some(path) = got {
-            // A real path: waiter, key, holder of key, key it waits for, ... waiter.
+            // A real path: waiter, key, one it waits for, key that one waits for, ... waiter.
             prop_assert_eq!(&path[0], &Node::Holder(vec![waiter]));
             prop_assert_eq!(path.last().unwrap(), &Node::Holder(vec![waiter]));
-            for pair in path.windows(2) {
+            for pair in path.windows(3).step_by(2) {
                 match pair {
-                    [Node::Holder(x), Node::Key(k)] => prop_assert!(
-                        (x == &vec![waiter] && *k == key) || raw_edges.contains(&(x[0], *k))
-                    ),
-                    [Node::Key(k), Node::Holder(x)] => prop_assert!(held[k].1.contains(&x[0])),
+                    [Node::Holder(x), Node::Key(k), Node::Holder(y)] => {
+                        let held = lookup(x, k);
+                        prop_assert!(held.holders().any(|h| h == y));
+                    }
                     _ => prop_assert!(false, "path must alternate"),
                 }
             }

@@ -8,9 +8,11 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::core::args::{parse_int, Arg, MAX_PERMITS};
 use crate::core::error::Error;
 use crate::core::lock::Lock;
+use crate::core::rwlock::{self as rw, Entry};
 use crate::core::semaphore::Effect;
+use crate::core::stored::MAX_DEADLINE_MS;
 use crate::glue::config::MAX_HOLDER_LEN_CEILING;
-use crate::glue::kinds::{lock, sem};
+use crate::glue::kinds::{lock, rwlock, sem};
 
 fn num(arg: &RedisString, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
     match parse_int(arg.bytes()) {
@@ -54,5 +56,26 @@ pub fn semset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
     let permits = num(permits, "permits", 0, MAX_PERMITS)? as u64;
     let deadline = num(deadline, "deadline-ms", 0, i64::MAX)?;
     sem::set(ctx, name, Effect::set(holder, limit, permits, deadline))?;
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// `PADLOCK.RWSET key holder reads writes fence deadline-ms` (no holds:
+/// the holder leaves). A state the rules could never reach (a writer
+/// beside another holder) is refused.
+pub fn rwset(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let [_, name, h, reads, writes, fence, deadline] = args else {
+        return Err(Error::Arity);
+    };
+    let holder = holder(h)?;
+    let e = Entry {
+        reads: num(reads, "reads", 0, i64::MAX)? as u64,
+        writes: num(writes, "writes", 0, i64::MAX)? as u64,
+        fence: num(fence, "fence", 0, i64::MAX)? as u64,
+        deadline_ms: num(deadline, "deadline-ms", 0, MAX_DEADLINE_MS)?,
+    };
+    if e.reads + e.writes > 0 && (e.fence == 0 || e.deadline_ms == 0) {
+        return Err(Error::Invalid("a holder needs a fence and a deadline-ms"));
+    }
+    rwlock::set(ctx, name, rw::Effect::set(holder, e))?;
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

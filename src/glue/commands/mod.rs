@@ -4,6 +4,7 @@
 
 pub mod internal;
 pub mod lock;
+pub mod rwlock;
 pub mod sem;
 
 use std::rc::Rc;

@@ -1,100 +1,57 @@
-//! Semaphores on their keys: per-holder leases inside one key. Holders
-//! whose lease ran out are removed (and the removal replicated) by the
-//! master before any change, so replicas never expire holders by their own
-//! clock.
+//! Semaphores on their keys: per-holder leases inside one key (see
+//! `leased` for what they share with read-write locks).
 
 use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
 
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::semaphore::{Effect, Semaphore};
 use crate::glue::blocking::Reply;
-use crate::glue::commit::{commit, Note, Write};
+use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
-use crate::glue::info::{self, bump};
-use crate::glue::key::Key;
+use crate::glue::info;
 use crate::glue::replicate;
 use crate::glue::waiting::{Granted, TakeBack, Want};
 
-/// The effects one command had on a semaphore key, and the key's state
-/// after them.
-struct Changed<'h> {
-    /// A semaphore made by this command (the key was empty).
-    fresh: Option<Semaphore>,
-    /// Holders whose lease had ended, removed first.
-    expired: Vec<Effect<'static>>,
-    /// What the command itself decided.
-    decided: Option<Effect<'h>>,
-    empty: bool,
-    latest: Option<i64>,
-}
+use super::leased::{self, Leased};
 
-impl Write for Changed<'_> {
-    fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
-        for e in self.expired.iter().chain(&self.decided) {
-            replicate::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
-        }
-        match (self.fresh, self.empty, self.latest) {
-            (Some(s), false, Some(at)) => {
-                key.put(s);
-                key.set_expire_at(at);
-            }
-            (None, true, _) => key.delete(),
-            (None, false, Some(at)) => key.set_expire_at(at),
-            _ => {}
-        }
+impl Leased for Semaphore {
+    type Effect<'h> = Effect<'h>;
+    const EXPIRED: &'static AtomicU64 = &info::SEM_EXPIRED_HOLDERS;
+
+    fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
+        Semaphore::expire(self, now_ms)
+    }
+
+    fn apply(&mut self, e: &Effect<'_>) {
+        Semaphore::apply(self, e)
+    }
+
+    fn is_empty(&self) -> bool {
+        Semaphore::is_empty(self)
+    }
+
+    fn latest_deadline(&self) -> Option<i64> {
+        Semaphore::latest_deadline(self)
+    }
+
+    fn replicate(ctx: &Context, name: &RedisString, e: &Effect<'_>) {
+        replicate::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
     }
 }
 
-/// Decides on the semaphore at `name` (a new one with `new_limit` when the
-/// key is empty) after removing holders whose lease ended by `now` (None:
-/// a replicated effect, no clock read), and commits what changed. `note`
-/// applies when `decide` returned an effect.
+/// `leased::change` on a semaphore; an empty key becomes one with `limit`.
 fn change<'h, R>(
     ctx: &Context,
     name: &RedisString,
     now: Option<i64>,
-    new_limit: u64,
+    limit: u64,
     note: Note,
     decide: impl FnOnce(&Semaphore) -> Result<(R, Option<Effect<'h>>), Error>,
 ) -> Result<R, Error> {
-    let mut key = Key::write(ctx, name);
-    let mut fresh = None;
-    let (result, mut changed) = {
-        let sem = match key.sem()? {
-            Some(s) => s,
-            None => fresh.insert(Semaphore::new(new_limit)),
-        };
-        let expired = now.map(|t| sem.expire(t)).unwrap_or_default();
-        for e in &expired {
-            sem.apply(e);
-            bump(&info::SEM_EXPIRED_HOLDERS);
-            bump(&info::EXPIRED);
-        }
-        let (result, decided) = match decide(sem) {
-            Ok((r, e)) => (Ok(r), e),
-            Err(e) => (Err(e), None),
-        };
-        if let Some(e) = &decided {
-            sem.apply(e);
-        }
-        let changed = Changed {
-            fresh: None,
-            expired,
-            decided,
-            empty: sem.is_empty(),
-            latest: sem.latest_deadline(),
-        };
-        (result, changed)
-    };
-    if changed.decided.is_some() {
-        changed.fresh = fresh;
-        commit(ctx, name, key, changed, note);
-    } else if !changed.expired.is_empty() {
-        commit(ctx, name, key, changed, Note::default());
-    }
-    result
+    leased::change(ctx, name, now, || Semaphore::new(limit), note, decide)
 }
 
 /// Takes `permits` for `holder` now; None when not enough are free.

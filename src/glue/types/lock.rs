@@ -91,7 +91,7 @@ impl Value for Lock {
 
 impl Stored for Lock {
     fn held(&self, _now_ms: i64) -> Held {
-        Held::All(vec![self.holder.to_vec()])
+        Held::all(vec![self.holder.to_vec()])
     }
 
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64> {

@@ -5,6 +5,7 @@
 //! its own. Each type's own callbacks live in its file.
 
 mod lock;
+mod rwlock;
 mod sem;
 
 use std::cell::{Cell, RefCell};
@@ -18,11 +19,13 @@ use redis_module::raw;
 use super::fences;
 use super::info::gauge;
 use crate::core::lock::Lock;
+use crate::core::rwlock::RwLock;
 use crate::core::semaphore::Semaphore;
 use crate::core::stored::{self, Invalid};
-use crate::core::waitgraph::Held;
+use crate::core::waitgraph::{Held, Need};
 
 pub use lock::LOCK_TYPE;
+pub use rwlock::RWLOCK_TYPE;
 pub use sem::SEM_TYPE;
 
 const ENCODING_VERSION: i32 = 1;
@@ -136,8 +139,14 @@ pub trait Value: Stored + Clone + 'static {
 
 /// What the waiting engine needs to know of any stored value.
 pub trait Stored {
-    /// Who holds it at `now_ms`, and what a waiter needs of them.
+    /// Who holds it at `now_ms` (for `LOCK.GRAPH` and `LOCK.WAITFOR`), as
+    /// a request that needs the key alone waits for them.
     fn held(&self, now_ms: i64) -> Held;
+    /// Whom a request of `waiter` that needs `need` waits for among the
+    /// holders (a reader of a read-write lock only for its writer).
+    fn held_for(&self, _waiter: &[u8], _need: Need, now_ms: i64) -> Held {
+        self.held(now_ms)
+    }
     /// When it may next free itself, given the key's own expiry.
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
 }
@@ -160,6 +169,8 @@ pub unsafe fn stored<'a>(
         (value as *const Semaphore)
             .as_ref()
             .map(|v| v as &dyn Stored)
+    } else if is::<RwLock>(mt) {
+        (value as *const RwLock).as_ref().map(|v| v as &dyn Stored)
     } else {
         None
     }
@@ -188,18 +199,21 @@ pub(super) extern "C" fn copy_value<T: Value>(
     into_raw(v.clone())
 }
 
-/// Emits `CMD key holder n1 n2 n3` into a rewritten AOF.
+/// Emits `CMD key holder n1 n2 n3 [n4]` into a rewritten AOF.
 pub(super) fn emit(
     aof: *mut raw::RedisModuleIO,
     cmd: &str,
     key: *mut raw::RedisModuleString,
     holder: &[u8],
-    nums: &[i64; 3],
+    nums: &[i64],
 ) {
-    let (Ok(cmd), Ok(fmt)) = (CString::new(cmd), CString::new("sblll")) else {
+    let fmt = if nums.len() == 4 { c"sbllll" } else { c"sblll" };
+    let Ok(cmd) = CString::new(cmd) else {
         return;
     };
-    // SAFETY: the format names exactly the arguments passed.
+    let n = |i: usize| nums.get(i).copied().unwrap_or(0) as c_longlong;
+    // SAFETY: the format names exactly the arguments it reads (a trailing
+    // one it does not name is ignored).
     unsafe {
         rm!(RedisModule_EmitAOF)(
             aof,
@@ -208,9 +222,10 @@ pub(super) fn emit(
             key,
             holder.as_ptr() as *const c_char,
             holder.len(),
-            nums[0] as c_longlong,
-            nums[1] as c_longlong,
-            nums[2] as c_longlong,
+            n(0),
+            n(1),
+            n(2),
+            n(3),
         );
     }
 }

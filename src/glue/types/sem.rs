@@ -109,11 +109,7 @@ impl Value for Semaphore {
 impl Stored for Semaphore {
     fn held(&self, now_ms: i64) -> Held {
         let holders: Vec<Vec<u8>> = self.view(now_ms).holders.into_iter().map(|h| h.0).collect();
-        if holders.is_empty() {
-            Held::Free
-        } else {
-            Held::Any(holders)
-        }
+        Held::any(holders)
     }
 
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {

@@ -32,7 +32,6 @@ use super::hooks;
 use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::waiters::Entry;
-use crate::core::waitgraph::Held;
 
 pub use state::{Granted, KeyId, TakeBack, Want};
 
@@ -104,10 +103,11 @@ pub fn wait(
         // holds is no wait (semaphore permits it holds still are: more of
         // them may never come).
         let held = deadlock::held_now(ctx, name, now)?;
-        if !matches!(&held, Held::All(hs) if hs.len() == 1 && hs[0] == holder) {
-            deadlock::check(ctx, holder, key, now)?;
+        if !held.only(holder) {
+            deadlock::check(ctx, holder, key, deadlock::Request::New(&*want), now)?;
         }
     }
+    let want_first = want.jumps_queue();
     let handle = clients::block(ctx);
     let timeout_at = (timeout_ms > 0).then(|| now + timeout_ms);
     state::with(|s| {
@@ -121,7 +121,10 @@ pub fn wait(
                 db,
             },
         };
-        let id = s.waiters.push(keys.clone(), entry);
+        let id = match keys.as_slice() {
+            [key] if want_first => s.waiters.push_front(key.clone(), entry),
+            _ => s.waiters.push(keys.clone(), entry),
+        };
         for k in &keys {
             s.graph.add_blocked(holder, k.clone(), id, timeout_at);
         }

@@ -16,7 +16,7 @@ use redis_module::{Context, RedisString};
 use super::super::blocking::{self, Handle, Reply};
 use crate::core::error::Error;
 use crate::core::waiters::Waiters;
-use crate::core::waitgraph::WaitGraph;
+use crate::core::waitgraph::{Need, WaitGraph};
 
 /// A key in a database.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -53,6 +53,17 @@ pub trait Want {
 
     /// The lease asked for (the `auto` restart grace is measured by it).
     fn ttl_ms(&self) -> i64;
+
+    /// Whether it shares the key with other sharing requests (readers).
+    fn need(&self) -> Need {
+        Need::Exclusive
+    }
+
+    /// Whether it waits ahead of everyone queued (a holder upgrading its
+    /// own hold: those queued would wait for it anyway).
+    fn jumps_queue(&self) -> bool {
+        false
+    }
 }
 
 /// A grant: the waiter's reply, and how to take it back should the reply

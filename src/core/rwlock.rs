@@ -1,0 +1,254 @@
+//! Read-write locks: many readers or one writer, each holder with its own
+//! lease and fence, all inside one key. The rules are those of Java's
+//! `ReentrantReadWriteLock` in fair mode, plus upgrade:
+//!
+//! - a holder may always add a read hold (refusing it could deadlock a
+//!   reader on itself);
+//! - a newcomer reads when nobody else writes and nobody is queued ahead;
+//! - a newcomer writes when nobody else holds anything and nobody is queued
+//!   ahead; the writer may reenter;
+//! - a holder that only reads may upgrade when it is the only holder left.
+//!   Upgrades do not queue behind newcomers: whoever is queued would have
+//!   to wait for the upgrader's read holds anyway.
+//!
+//! As with semaphores, decisions return an `Effect` (one holder's new
+//! state), which is also what replicas and the AOF apply.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::error::Error;
+use super::fence::FenceCounter;
+use super::stored::MAX_COUNTER;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub reads: u64,
+    pub writes: u64,
+    pub fence: u64,
+    pub deadline_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RwLock {
+    holders: BTreeMap<Box<[u8]>, Entry>,
+    /// (deadline, holder) for every holder: earliest first, for expiry.
+    by_deadline: BTreeSet<(i64, Box<[u8]>)>,
+    /// The holder with write holds, if any (then it is the only holder).
+    writer: Option<Box<[u8]>>,
+}
+
+/// One holder's new state; no reads and no writes: the holder leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effect<'h> {
+    pub holder: Cow<'h, [u8]>,
+    pub reads: u64,
+    pub writes: u64,
+    pub fence: u64,
+    pub deadline_ms: i64,
+}
+
+impl<'h> Effect<'h> {
+    pub fn set(holder: &'h [u8], e: Entry) -> Effect<'h> {
+        Effect {
+            holder: Cow::Borrowed(holder),
+            reads: e.reads,
+            writes: e.writes,
+            fence: e.fence,
+            deadline_ms: e.deadline_ms,
+        }
+    }
+
+    fn entry(&self) -> Entry {
+        Entry {
+            reads: self.reads,
+            writes: self.writes,
+            fence: self.fence,
+            deadline_ms: self.deadline_ms,
+        }
+    }
+}
+
+/// A grant: the holder's fence, and whether it is new to the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub fence: u64,
+    pub fresh: bool,
+}
+
+fn not_held(key: &[u8], holder: &[u8]) -> Error {
+    Error::NotHeld {
+        key: key.to_vec(),
+        holder: holder.to_vec(),
+    }
+}
+
+fn bump(n: u64) -> Result<u64, Error> {
+    n.checked_add(1)
+        .filter(|n| *n <= MAX_COUNTER)
+        .ok_or(Error::CountOverflow)
+}
+
+impl RwLock {
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.holders.len()
+    }
+
+    pub fn holder(&self, holder: &[u8]) -> Option<Entry> {
+        self.holders.get(holder).copied()
+    }
+
+    pub fn holders(&self) -> impl Iterator<Item = (&[u8], Entry)> {
+        self.holders.iter().map(|(h, e)| (&**h, *e))
+    }
+
+    pub fn writer(&self) -> Option<&[u8]> {
+        self.writer.as_deref()
+    }
+
+    pub fn latest_deadline(&self) -> Option<i64> {
+        self.by_deadline.iter().next_back().map(|(d, _)| *d)
+    }
+
+    pub fn earliest_deadline(&self) -> Option<i64> {
+        self.by_deadline.iter().next().map(|(d, _)| *d)
+    }
+
+    /// Applies an effect decided here or received from the master.
+    pub fn apply(&mut self, e: &Effect) {
+        let h: &[u8] = &e.holder;
+        if let Some(old) = self.holders.remove(h) {
+            self.by_deadline.remove(&(old.deadline_ms, h.into()));
+        }
+        if self.writer.as_deref() == Some(h) {
+            self.writer = None;
+        }
+        if e.reads == 0 && e.writes == 0 {
+            return;
+        }
+        if e.writes > 0 {
+            self.writer = Some(h.into());
+        }
+        self.holders.insert(h.into(), e.entry());
+        self.by_deadline.insert((e.deadline_ms, h.into()));
+    }
+
+    /// Holders whose lease ended by `now_ms`, as effects that remove them.
+    pub fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
+        self.by_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .map(|(_, h)| Effect {
+                holder: Cow::Owned(h.to_vec()),
+                reads: 0,
+                writes: 0,
+                fence: 0,
+                deadline_ms: 0,
+            })
+            .collect()
+    }
+
+    /// True when `holder` asking for `mode` is an upgrade (it only reads).
+    pub fn is_upgrade(&self, holder: &[u8], mode: Mode) -> bool {
+        mode == Mode::Write && self.holder(holder).is_some_and(|e| e.writes == 0)
+    }
+
+    /// `RWLOCK.ACQUIRE` without waiting: `Ok(None)` when refused.
+    /// `queued`: other requests wait for the key (a newcomer goes behind
+    /// them; holders adding reads, the writer and upgrades do not).
+    pub fn acquire<'h>(
+        &self,
+        holder: &'h [u8],
+        mode: Mode,
+        queued: bool,
+        ttl_ms: i64,
+        now_ms: i64,
+        fences: &mut FenceCounter,
+    ) -> Result<Option<(Grant, Effect<'h>)>, Error> {
+        let deadline_ms = now_ms.saturating_add(ttl_ms);
+        let mine = self.holder(holder);
+        let next = match (mine, mode) {
+            (Some(e), Mode::Read) => Entry {
+                reads: bump(e.reads)?,
+                ..e
+            },
+            (Some(e), Mode::Write) if e.writes > 0 => Entry {
+                writes: bump(e.writes)?,
+                ..e
+            },
+            (Some(e), Mode::Write) if self.holders.len() == 1 => Entry { writes: 1, ..e },
+            (Some(_), Mode::Write) => return Ok(None),
+            (None, _) if queued => return Ok(None),
+            (None, Mode::Read) if self.writer.is_some() => return Ok(None),
+            (None, Mode::Write) if !self.holders.is_empty() => return Ok(None),
+            (None, _) => Entry {
+                reads: u64::from(mode == Mode::Read),
+                writes: u64::from(mode == Mode::Write),
+                fence: fences.next(now_ms),
+                deadline_ms,
+            },
+        };
+        let grant = Grant {
+            fence: next.fence,
+            fresh: mine.is_none(),
+        };
+        let next = Entry {
+            deadline_ms,
+            ..next
+        };
+        Ok(Some((grant, Effect::set(holder, next))))
+    }
+
+    /// One hold of `mode` fewer. Reply: (reads, writes) left.
+    pub fn release<'h>(
+        &self,
+        key: &[u8],
+        holder: &'h [u8],
+        mode: Mode,
+    ) -> Result<((u64, u64), Effect<'h>), Error> {
+        let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
+        let next = match mode {
+            Mode::Read if e.reads > 0 => Entry {
+                reads: e.reads - 1,
+                ..e
+            },
+            Mode::Write if e.writes > 0 => Entry {
+                writes: e.writes - 1,
+                ..e
+            },
+            _ => return Err(not_held(key, holder)),
+        };
+        Ok(((next.reads, next.writes), Effect::set(holder, next)))
+    }
+
+    /// Resets the holder's lease (all its holds).
+    pub fn extend<'h>(
+        &self,
+        key: &[u8],
+        holder: &'h [u8],
+        ttl_ms: i64,
+        now_ms: i64,
+    ) -> Result<Effect<'h>, Error> {
+        let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
+        let deadline_ms = now_ms.saturating_add(ttl_ms);
+        Ok(Effect::set(holder, Entry { deadline_ms, ..e }))
+    }
+
+    /// Live holders (lease still running), and who among them writes.
+    pub fn live(&self, now_ms: i64) -> impl Iterator<Item = (&[u8], Entry)> {
+        self.holders().filter(move |(_, e)| e.deadline_ms > now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,84 @@
+//! `RWLOCK.*`: parse, call `kinds::rwlock` or the waiting engine, reply.
+
+use redis_module::redisvalue::RedisValueKey;
+use redis_module::{Context, RedisString, RedisValue};
+
+use super::{grant_or_wait, Wait};
+use crate::core::args;
+use crate::core::error::Error;
+use crate::core::rwlock::{Grant, RwLock};
+use crate::glue::config::limits;
+use crate::glue::info;
+use crate::glue::key::Key;
+use crate::glue::kinds::rwlock as kind;
+use crate::glue::server::{map, now_ms};
+use crate::glue::waiting;
+
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::rw_acquire(&args[1..], &limits())?;
+    // With requests queued a newcomer goes behind them; a holder adding a
+    // read hold, the writer reentering and an upgrade do not.
+    let queued = waiting::has_waiters(ctx, req.key);
+    let (key, holder, mode) = (req.key, req.holder, req.mode);
+    let attempt = kind::try_acquire(ctx, key, holder, mode, queued, req.ttl_ms, now_ms());
+    let wait = Wait {
+        holder,
+        keys: std::slice::from_ref(key),
+        block_ms: req.block_ms,
+    };
+    let reply = |g: Grant| RedisValue::Integer(g.fence as i64);
+    grant_or_wait(ctx, attempt, reply, &info::RW_CONTENDED, wait, || {
+        let upgrade = kind::is_upgrade(ctx, key, holder, mode);
+        kind::want(mode, req.ttl_ms, upgrade)
+    })
+}
+
+pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::rw_release(&args[1..], &limits())?;
+    let (reads, writes) = kind::release(ctx, req.key, req.holder, req.mode, None, now_ms())?;
+    Ok(RedisValue::Array(vec![
+        RedisValue::Integer(reads as i64),
+        RedisValue::Integer(writes as i64),
+    ]))
+}
+
+pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
+    Ok(RedisValue::Integer(1))
+}
+
+pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let name = args::key_only(&args[1..])?;
+    let mut key = Key::read(ctx, name);
+    let Some(rw) = key.value::<RwLock>()? else {
+        return Ok(RedisValue::Null);
+    };
+    let now = now_ms();
+    let mut writes = false;
+    let holders: std::collections::BTreeMap<_, _> = rw
+        .live(now)
+        .map(|(h, e)| {
+            writes |= e.writes > 0;
+            (
+                RedisValueKey::BulkString(h.to_vec()),
+                RedisValue::Array(vec![
+                    RedisValue::Integer(e.reads as i64),
+                    RedisValue::Integer(e.writes as i64),
+                    RedisValue::Integer(e.fence as i64),
+                    RedisValue::Integer(e.deadline_ms - now),
+                ]),
+            )
+        })
+        .collect();
+    if holders.is_empty() {
+        // Every lease ran out; the master removes the key on its next write.
+        return Ok(RedisValue::Null);
+    }
+    let mode = if writes { "write" } else { "read" };
+    Ok(map(vec![
+        ("mode", RedisValue::SimpleStringStatic(mode)),
+        ("holders", RedisValue::OrderedMap(holders)),
+        ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+    ]))
+}

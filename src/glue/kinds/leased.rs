@@ -1,0 +1,112 @@
+//! What the kinds with a lease per holder inside one key (semaphores,
+//! read-write locks) share: holders whose lease ran out are removed, and
+//! the removal replicated, by the master before any change, so replicas
+//! never expire holders by their own clock; the key expires with its
+//! latest holder and goes when the last one leaves.
+
+use std::sync::atomic::AtomicU64;
+
+use redis_module::{Context, RedisString};
+
+use crate::core::error::Error;
+use crate::glue::commit::{commit, Note, Write};
+use crate::glue::info::{self, bump};
+use crate::glue::key::Key;
+use crate::glue::types::Value;
+
+/// A value whose holders each have their own lease.
+pub trait Leased: Value {
+    /// One holder's new state, as decided and as replicated.
+    type Effect<'h>;
+    /// Counts holders whose lease ran out.
+    const EXPIRED: &'static AtomicU64;
+
+    fn expire(&self, now_ms: i64) -> Vec<Self::Effect<'static>>;
+    fn apply(&mut self, e: &Self::Effect<'_>);
+    fn is_empty(&self) -> bool;
+    fn latest_deadline(&self) -> Option<i64>;
+    /// Sends the effect to replicas and the AOF.
+    fn replicate(ctx: &Context, name: &RedisString, e: &Self::Effect<'_>);
+}
+
+/// The effects one command had on a key, and the key's state after them.
+struct Changed<'h, V: Leased> {
+    /// A value made by this command (the key was empty).
+    fresh: Option<V>,
+    /// Holders whose lease had ended, removed first.
+    expired: Vec<V::Effect<'static>>,
+    /// What the command itself decided.
+    decided: Option<V::Effect<'h>>,
+    empty: bool,
+    latest: Option<i64>,
+}
+
+impl<V: Leased> Write for Changed<'_, V> {
+    fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
+        for e in &self.expired {
+            V::replicate(ctx, name, e);
+        }
+        if let Some(e) = &self.decided {
+            V::replicate(ctx, name, e);
+        }
+        match (self.fresh, self.empty, self.latest) {
+            (Some(v), false, Some(at)) => {
+                key.put(v);
+                key.set_expire_at(at);
+            }
+            (None, true, _) => key.delete(),
+            (None, false, Some(at)) => key.set_expire_at(at),
+            _ => {}
+        }
+    }
+}
+
+/// Decides on the value at `name` (`fresh()` when the key is empty) after
+/// removing holders whose lease ended by `now` (None: a replicated effect,
+/// no clock read), and commits what changed. `note` applies when `decide`
+/// returned an effect.
+pub fn change<'h, V: Leased, R>(
+    ctx: &Context,
+    name: &RedisString,
+    now: Option<i64>,
+    fresh: impl FnOnce() -> V,
+    note: Note,
+    decide: impl FnOnce(&V) -> Result<(R, Option<V::Effect<'h>>), Error>,
+) -> Result<R, Error> {
+    let mut key = Key::write(ctx, name);
+    let mut made = None;
+    let (result, mut changed) = {
+        let value = match key.value::<V>()? {
+            Some(v) => v,
+            None => made.insert(fresh()),
+        };
+        let expired = now.map(|t| value.expire(t)).unwrap_or_default();
+        for e in &expired {
+            value.apply(e);
+            bump(V::EXPIRED);
+            bump(&info::EXPIRED);
+        }
+        let (result, decided) = match decide(value) {
+            Ok((r, e)) => (Ok(r), e),
+            Err(e) => (Err(e), None),
+        };
+        if let Some(e) = &decided {
+            value.apply(e);
+        }
+        let changed = Changed::<V> {
+            fresh: None,
+            expired,
+            decided,
+            empty: value.is_empty(),
+            latest: value.latest_deadline(),
+        };
+        (result, changed)
+    };
+    if changed.decided.is_some() {
+        changed.fresh = made;
+        commit(ctx, name, key, changed, note);
+    } else if !changed.expired.is_empty() {
+        commit(ctx, name, key, changed, Note::default());
+    }
+    result
+}

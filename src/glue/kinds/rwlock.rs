@@ -1,0 +1,197 @@
+//! Read-write locks on their keys: the rules of `core::rwlock` decided on
+//! the stored value after expired holders left (`leased`), and the
+//! requests that wait (`Hold`): readers share the key and are granted
+//! together, an upgrading holder waits ahead of the queue.
+
+use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
+
+use redis_module::{Context, RedisString};
+
+use crate::core::error::Error;
+use crate::core::rwlock::{Effect, Grant, Mode, RwLock};
+use crate::core::waitgraph::Need;
+use crate::glue::blocking::Reply;
+use crate::glue::commit::Note;
+use crate::glue::config::grace_running;
+use crate::glue::fences;
+use crate::glue::info;
+use crate::glue::key::Key;
+use crate::glue::replicate;
+use crate::glue::waiting::{Granted, TakeBack, Want};
+
+use super::leased::{self, Leased};
+
+impl Leased for RwLock {
+    type Effect<'h> = Effect<'h>;
+    const EXPIRED: &'static AtomicU64 = &info::RW_EXPIRED_HOLDERS;
+
+    fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
+        RwLock::expire(self, now_ms)
+    }
+
+    fn apply(&mut self, e: &Effect<'_>) {
+        RwLock::apply(self, e)
+    }
+
+    fn is_empty(&self) -> bool {
+        RwLock::is_empty(self)
+    }
+
+    fn latest_deadline(&self) -> Option<i64> {
+        RwLock::latest_deadline(self)
+    }
+
+    fn replicate(ctx: &Context, name: &RedisString, e: &Effect<'_>) {
+        replicate::rw_set(ctx, name, e);
+    }
+}
+
+fn change<'h, R>(
+    ctx: &Context,
+    name: &RedisString,
+    now: Option<i64>,
+    note: Note,
+    decide: impl FnOnce(&RwLock) -> Result<(R, Option<Effect<'h>>), Error>,
+) -> Result<R, Error> {
+    leased::change(ctx, name, now, RwLock::default, note, decide)
+}
+
+/// One hold of `mode` for `holder` now; None when refused. `queued`: other
+/// requests wait for the key (newcomers go behind them).
+pub fn try_acquire(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    mode: Mode,
+    queued: bool,
+    ttl_ms: i64,
+    now: i64,
+) -> Result<Option<Grant>, Error> {
+    let note = Note::grant(&info::RW_ACQUIRED, c"rwlock.acquire", holder);
+    change(ctx, name, Some(now), note, |rw| {
+        let decided = fences::with(|f| rw.acquire(holder, mode, queued, ttl_ms, now, f))?;
+        match decided {
+            // A newcomer during the restart grace: an old holder may
+            // still be working.
+            Some((g, _)) if g.fresh && grace_running(now, ttl_ms) => Err(Error::TryAgain),
+            Some((g, e)) => Ok((Some(g), Some(e))),
+            None => Ok((None, None)),
+        }
+    })
+}
+
+/// True when `holder` asking for `mode` would upgrade its read holds.
+pub fn is_upgrade(ctx: &Context, name: &RedisString, holder: &[u8], mode: Mode) -> bool {
+    let mut key = Key::read(ctx, name);
+    matches!(key.value::<RwLock>(), Ok(Some(rw)) if rw.is_upgrade(holder, mode))
+}
+
+/// One hold of `mode` fewer (only of the holder with `fence`, when given).
+pub fn release(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    mode: Mode,
+    fence: Option<u64>,
+    now: i64,
+) -> Result<(u64, u64), Error> {
+    let note = Note::new(&info::RW_RELEASED, Some(c"rwlock.release"));
+    change(ctx, name, Some(now), note, |rw| {
+        if fence.is_some_and(|f| rw.holder(holder).is_none_or(|e| e.fence != f)) {
+            return Ok(((0, 0), None));
+        }
+        let (left, e) = rw.release(name.as_slice(), holder, mode)?;
+        Ok((left, Some(e)))
+    })
+}
+
+/// Resets the holder's lease (all its holds).
+pub fn extend(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    now: i64,
+) -> Result<(), Error> {
+    let note = Note::new(&info::RW_EXTENDED, None);
+    change(ctx, name, Some(now), note, |rw| {
+        Ok(((), Some(rw.extend(name.as_slice(), holder, ttl_ms, now)?)))
+    })
+}
+
+/// `PADLOCK.RWSET`: one holder's state from the master or the AOF.
+pub fn set(ctx: &Context, name: &RedisString, effect: Effect<'_>) -> Result<(), Error> {
+    fences::observe(effect.fence);
+    change(ctx, name, None, Note::default(), |rw| {
+        let h: &[u8] = &effect.holder;
+        let holds = effect.reads + effect.writes > 0;
+        let others = rw.holders().any(|(x, _)| x != h);
+        if holds && (rw.writer().is_some_and(|w| w != h) || (effect.writes > 0 && others)) {
+            return Err(Error::Invalid("a writer cannot share the key"));
+        }
+        Ok(((), Some(effect)))
+    })
+}
+
+/// `RWLOCK.ACQUIRE ... BLOCK`.
+struct Hold {
+    mode: Mode,
+    ttl_ms: i64,
+    upgrade: bool,
+}
+
+/// What a waiter was granted: one hold of a mode, under its fence.
+struct Given(Mode, u64);
+
+impl TakeBack for Given {
+    fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]) {
+        if let Some(name) = names.first() {
+            let now = crate::glue::server::now_ms();
+            let _ = release(ctx, name, holder, self.0, Some(self.1), now);
+        }
+    }
+}
+
+impl Want for Hold {
+    fn try_grant(
+        &self,
+        ctx: &Context,
+        names: &[RedisString],
+        holder: &[u8],
+        now: i64,
+    ) -> Result<Option<Granted>, Error> {
+        let Some(name) = names.first() else {
+            return Ok(None);
+        };
+        // First in line: nobody is queued ahead.
+        let got = try_acquire(ctx, name, holder, self.mode, false, self.ttl_ms, now)?;
+        Ok(got.map(|g| Granted {
+            reply: Reply::Int(g.fence as i64),
+            take_back: Box::new(Given(self.mode, g.fence)),
+        }))
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+
+    fn need(&self) -> Need {
+        match self.mode {
+            Mode::Read => Need::Shared,
+            Mode::Write => Need::Exclusive,
+        }
+    }
+
+    fn jumps_queue(&self) -> bool {
+        self.upgrade
+    }
+}
+
+pub fn want(mode: Mode, ttl_ms: i64, upgrade: bool) -> Rc<dyn Want> {
+    Rc::new(Hold {
+        mode,
+        ttl_ms,
+        upgrade,
+    })
+}

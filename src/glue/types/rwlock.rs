@@ -1,0 +1,138 @@
+//! The read-write lock type (`pdlk-rwlk`): per holder its read and write
+//! holds, its fence and its own lease (absolute deadline); the key expires
+//! with the latest.
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::AtomicI64;
+
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+
+use super::*;
+use crate::core::rwlock::{Entry, RwLock};
+use crate::glue::info::RWLOCKS;
+
+pub static RWLOCK_TYPE: RedisType = RedisType::new(
+    "pdlk-rwlk",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: TYPE_METHOD_VERSION,
+        rdb_load: Some(rw_rdb_load),
+        rdb_save: Some(rw_rdb_save),
+        aof_rewrite: Some(rw_aof_rewrite),
+        mem_usage: Some(rw_mem_usage),
+        digest: None,
+        free: Some(free_value::<RwLock>),
+        aux_load: None,
+        aux_save: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: Some(unlink),
+        copy: Some(copy_value::<RwLock>),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    },
+);
+
+extern "C" fn rw_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let load = || -> Result<RwLock, Invalid> {
+        known_encoding(encver)?;
+        let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+        let mut rw = stored::RwLockLoader::new(n)?;
+        for _ in 0..n {
+            let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+            let entry = Entry {
+                reads: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
+                writes: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
+                fence: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
+                deadline_ms: raw::load_signed(rdb).map_err(|_| SHORT)?,
+            };
+            rw.holder(holder.as_ref(), entry)?;
+            fences::observe(entry.fence);
+        }
+        Ok(rw.finish())
+    };
+    match load() {
+        Ok(rw) => into_raw(rw),
+        Err(why) => refuse(rdb, "pdlk-rwlk", why),
+    }
+}
+
+extern "C" fn rw_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: Redis hands back a pointer made by `into_raw::<RwLock>`.
+    let rw = unsafe { &*(value as *const RwLock) };
+    raw::save_unsigned(rdb, rw.len() as u64);
+    for (holder, e) in rw.holders() {
+        raw::save_slice(rdb, holder);
+        raw::save_unsigned(rdb, e.reads);
+        raw::save_unsigned(rdb, e.writes);
+        raw::save_unsigned(rdb, e.fence);
+        raw::save_signed(rdb, e.deadline_ms);
+    }
+}
+
+extern "C" fn rw_aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    // SAFETY: as above.
+    let rw = unsafe { &*(value as *const RwLock) };
+    for (holder, e) in rw.holders() {
+        emit(
+            aof,
+            crate::glue::replicate::RWSET,
+            key,
+            holder,
+            &[
+                e.reads as i64,
+                e.writes as i64,
+                e.fence as i64,
+                e.deadline_ms,
+            ],
+        );
+    }
+}
+
+/// What one holder costs besides its name (held twice: in the map and in
+/// the deadline index): two B-tree entries with their share of half-full
+/// nodes. Measured against `used_memory` with 10,000 readers.
+const RW_HOLDER_OVERHEAD: usize = 140;
+
+extern "C" fn rw_mem_usage(value: *const c_void) -> usize {
+    // SAFETY: as above.
+    let rw = unsafe { &*(value as *const RwLock) };
+    std::mem::size_of::<RwLock>()
+        + rw.holders()
+            .map(|(h, _)| 2 * h.len().next_multiple_of(8) + RW_HOLDER_OVERHEAD)
+            .sum::<usize>()
+}
+
+impl Value for RwLock {
+    const TYPE: &'static RedisType = &RWLOCK_TYPE;
+    const GAUGE: &'static AtomicI64 = &RWLOCKS;
+}
+
+impl Stored for RwLock {
+    fn held(&self, now_ms: i64) -> Held {
+        Held::all(self.live(now_ms).map(|(h, _)| h.to_vec()).collect())
+    }
+
+    /// A writer waits for every other holder; a reader for the writer.
+    fn held_for(&self, waiter: &[u8], need: Need, now_ms: i64) -> Held {
+        let blocks = |(h, e): &(&[u8], Entry)| *h != waiter && (need == Need::Exclusive || e.writes > 0);
+        Held::all(self.live(now_ms).filter(blocks).map(|(h, _)| h.to_vec()).collect())
+    }
+
+    fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
+        self.earliest_deadline()
+    }
+}
+
+extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
+    unlinked(key, c"rwlock.expired");
+}
