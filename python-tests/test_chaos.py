@@ -20,6 +20,7 @@ from conftest import wait_for
 SECONDS = float(os.environ.get("PADLOCK_CHAOS_SECONDS", "6"))
 LOCKS = ["l1", "l2"]
 SEMS = ["s1"]
+RWS = ["rw1"]
 MULTI = ["{c}a", "{c}b"]
 
 
@@ -34,7 +35,7 @@ def worker(server, seed, stop, stats, ids, idx):
 
     c = connect()
     while not stop.is_set():
-        op = rng.randrange(7)
+        op = rng.randrange(9)
         ttl = rng.randint(30, 400)
         block = rng.randint(20, 400)
         try:
@@ -51,6 +52,11 @@ def worker(server, seed, stop, stats, ids, idx):
                 c.execute_command("LOCK.MACQUIRE", 2, *MULTI, holder, ttl, "BLOCK", block)
             elif op == 5:
                 c.execute_command("LOCK.MRELEASE", 2, *MULTI, holder)
+            elif op == 6:
+                c.execute_command("RWLOCK.ACQUIRE", RWS[0], holder, rng.choice(["READ", "WRITE"]),
+                                  ttl, "BLOCK", block)
+            elif op == 7:
+                c.execute_command("RWLOCK.RELEASE", RWS[0], holder, rng.choice(["READ", "WRITE"]))
             else:
                 c.execute_command("LOCK.ACQUIRE", rng.choice(LOCKS), holder, ttl)
             stats["ok"] += 1
@@ -68,7 +74,7 @@ def worker(server, seed, stop, stats, ids, idx):
 
 def operator(server, rng, stop, stats, ids):
     op_client = server.client(socket_timeout=30)
-    keys = LOCKS + SEMS + MULTI
+    keys = LOCKS + SEMS + MULTI + RWS
     while not stop.is_set():
         time.sleep(rng.uniform(0.01, 0.06))
         act = rng.randrange(16)

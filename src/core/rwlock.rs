@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::Error;
 use super::fence::FenceCounter;
-use super::stored::MAX_COUNTER;
+
+/// Most holds of one mode per holder: replies carry counts as signed 64-bit.
+pub const MAX_HOLDS: u64 = i64::MAX as u64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -91,7 +93,7 @@ fn not_held(key: &[u8], holder: &[u8]) -> Error {
 
 fn bump(n: u64) -> Result<u64, Error> {
     n.checked_add(1)
-        .filter(|n| *n <= MAX_COUNTER)
+        .filter(|n| *n <= MAX_HOLDS)
         .ok_or(Error::CountOverflow)
 }
 

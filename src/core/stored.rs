@@ -185,8 +185,24 @@ mod tests {
         assert!(l.holder(b"a", e(2, 0)).is_ok());
         assert!(l.holder(b"a", e(1, 0)).is_err(), "twice");
         assert!(l.holder(b"w", e(0, 1)).is_err(), "writer beside a reader");
-        assert!(l.holder(b"b", rwlock::Entry { fence: 0, ..e(1, 0) }).is_err());
-        assert!(l.holder(b"b", rwlock::Entry { deadline_ms: 0, ..e(1, 0) }).is_err());
+        assert!(l
+            .holder(
+                b"b",
+                rwlock::Entry {
+                    fence: 0,
+                    ..e(1, 0)
+                }
+            )
+            .is_err());
+        assert!(l
+            .holder(
+                b"b",
+                rwlock::Entry {
+                    deadline_ms: 0,
+                    ..e(1, 0)
+                }
+            )
+            .is_err());
         assert!(l.holder(b"b", e(u64::MAX, 0)).is_err());
         assert!(l.holder(b"b", e(1, 0)).is_ok());
         assert_eq!(l.finish().len(), 2);

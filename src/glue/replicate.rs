@@ -60,9 +60,11 @@ impl Digits {
 /// `CMD key holder n1 n2 n3 [n4]`.
 fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: &[i64]) {
     let d: Vec<Digits> = nums.iter().map(|n| Digits::new(*n)).collect();
-    let p = |i: usize| d.get(i).map_or((std::ptr::null(), 0), |d| {
-        (d.bytes().as_ptr() as *const c_char, d.bytes().len())
-    });
+    let p = |i: usize| {
+        d.get(i).map_or((std::ptr::null(), 0), |d| {
+            (d.bytes().as_ptr() as *const c_char, d.bytes().len())
+        })
+    };
     let ((ap, al), (bp, bl), (cp, cl), (dp, dl)) = (p(0), p(1), p(2), p(3));
     let fmt = if d.len() == 4 { c"sbbbbb" } else { c"sbbbb" };
     // SAFETY: the format names exactly the arguments it reads (a trailing
@@ -125,7 +127,12 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
         c"PADLOCK.RWSET",
         key,
         &e.holder,
-        &[e.reads as i64, e.writes as i64, e.fence as i64, e.deadline_ms],
+        &[
+            e.reads as i64,
+            e.writes as i64,
+            e.fence as i64,
+            e.deadline_ms,
+        ],
     );
 }
 

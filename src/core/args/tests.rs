@@ -155,8 +155,14 @@ fn rwlock_arguments() {
     assert_eq!((r.mode, r.ttl_ms, r.block_ms), (Mode::Read, 5000, Some(10)));
     assert_eq!(rw_acquire(&v("k h Write 1"), &l).unwrap().mode, Mode::Write);
     assert_eq!(rw_acquire(&v("k h READS 1"), &l).unwrap_err(), Error::Mode);
-    assert_eq!(rw_acquire(&v("k h READ 0"), &l).unwrap_err().message(), "ERR ttl-ms must be an integer from 1 to 86400000");
-    assert_eq!(rw_acquire(&v("k h READ 1 KEEPALIVE"), &l).unwrap_err(), Error::Syntax);
+    assert_eq!(
+        rw_acquire(&v("k h READ 0"), &l).unwrap_err().message(),
+        "ERR ttl-ms must be an integer from 1 to 86400000"
+    );
+    assert_eq!(
+        rw_acquire(&v("k h READ 1 KEEPALIVE"), &l).unwrap_err(),
+        Error::Syntax
+    );
     assert_eq!(rw_acquire(&v("k h READ"), &l).unwrap_err(), Error::Arity);
     assert_eq!(rw_release(&v("k h WRITE"), &l).unwrap().mode, Mode::Write);
     assert_eq!(rw_release(&v("k h WRITE 1"), &l).unwrap_err(), Error::Arity);

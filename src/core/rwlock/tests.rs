@@ -3,7 +3,14 @@ use proptest::prelude::*;
 
 const T: i64 = 1000;
 
-fn acq(l: &mut RwLock, h: &[u8], mode: Mode, queued: bool, now: i64, f: &mut FenceCounter) -> Option<u64> {
+fn acq(
+    l: &mut RwLock,
+    h: &[u8],
+    mode: Mode,
+    queued: bool,
+    now: i64,
+    f: &mut FenceCounter,
+) -> Option<u64> {
     let (g, e) = l.acquire(h, mode, queued, T, now, f).unwrap()?;
     l.apply(&e);
     Some(g.fence)
@@ -22,14 +29,22 @@ fn readers_share_writer_is_alone() {
     let b = acq(&mut l, b"b", Mode::Read, false, 0, &mut f).unwrap();
     assert!(b > a, "each holder its own fence");
     assert_eq!(acq(&mut l, b"w", Mode::Write, false, 0, &mut f), None);
-    assert_eq!(acq(&mut l, b"a", Mode::Read, true, 0, &mut f), Some(a), "reentry ignores the queue");
+    assert_eq!(
+        acq(&mut l, b"a", Mode::Read, true, 0, &mut f),
+        Some(a),
+        "reentry ignores the queue"
+    );
     rel(&mut l, b"a", Mode::Read).unwrap();
     assert_eq!(rel(&mut l, b"a", Mode::Read), Ok((0, 0)));
     rel(&mut l, b"b", Mode::Read).unwrap();
     assert!(l.is_empty());
     let w = acq(&mut l, b"w", Mode::Write, false, 0, &mut f).unwrap();
     assert_eq!(acq(&mut l, b"r", Mode::Read, false, 0, &mut f), None);
-    assert_eq!(acq(&mut l, b"w", Mode::Write, true, 0, &mut f), Some(w), "writer reenters");
+    assert_eq!(
+        acq(&mut l, b"w", Mode::Write, true, 0, &mut f),
+        Some(w),
+        "writer reenters"
+    );
     assert_eq!(l.writer(), Some(&b"w"[..]));
 }
 
@@ -37,7 +52,11 @@ fn readers_share_writer_is_alone() {
 fn newcomers_queue_behind_waiters() {
     let (mut l, mut f) = (RwLock::default(), FenceCounter::new());
     acq(&mut l, b"a", Mode::Read, false, 0, &mut f).unwrap();
-    assert_eq!(acq(&mut l, b"b", Mode::Read, true, 0, &mut f), None, "a writer may be queued");
+    assert_eq!(
+        acq(&mut l, b"b", Mode::Read, true, 0, &mut f),
+        None,
+        "a writer may be queued"
+    );
     assert_eq!(acq(&mut l, b"w", Mode::Write, true, 0, &mut f), None);
 }
 
@@ -47,15 +66,26 @@ fn upgrade_and_downgrade() {
     let a = acq(&mut l, b"a", Mode::Read, false, 0, &mut f).unwrap();
     acq(&mut l, b"b", Mode::Read, false, 0, &mut f).unwrap();
     assert!(l.is_upgrade(b"a", Mode::Write));
-    assert_eq!(acq(&mut l, b"a", Mode::Write, false, 0, &mut f), None, "b still reads");
+    assert_eq!(
+        acq(&mut l, b"a", Mode::Write, false, 0, &mut f),
+        None,
+        "b still reads"
+    );
     rel(&mut l, b"b", Mode::Read).unwrap();
-    assert_eq!(acq(&mut l, b"a", Mode::Write, true, 0, &mut f), Some(a), "alone: upgraded, same fence");
+    assert_eq!(
+        acq(&mut l, b"a", Mode::Write, true, 0, &mut f),
+        Some(a),
+        "alone: upgraded, same fence"
+    );
     assert_eq!(l.holder(b"a").map(|e| (e.reads, e.writes)), Some((1, 1)));
     // Downgrade: a read hold is always granted to the writer, then the write goes.
     acq(&mut l, b"a", Mode::Read, false, 0, &mut f).unwrap();
     assert_eq!(rel(&mut l, b"a", Mode::Write), Ok((2, 0)));
     assert_eq!(l.writer(), None);
-    assert!(acq(&mut l, b"c", Mode::Read, false, 0, &mut f).is_some(), "others read again");
+    assert!(
+        acq(&mut l, b"c", Mode::Read, false, 0, &mut f).is_some(),
+        "others read again"
+    );
 }
 
 #[test]
@@ -73,7 +103,10 @@ fn leases_run_out_one_by_one() {
     let (mut l, mut f) = (RwLock::default(), FenceCounter::new());
     acq(&mut l, b"a", Mode::Read, false, 0, &mut f).unwrap();
     acq(&mut l, b"b", Mode::Read, false, 500, &mut f).unwrap();
-    assert_eq!((l.earliest_deadline(), l.latest_deadline()), (Some(T), Some(500 + T)));
+    assert_eq!(
+        (l.earliest_deadline(), l.latest_deadline()),
+        (Some(T), Some(500 + T))
+    );
     let gone = l.expire(T);
     assert_eq!(gone.len(), 1);
     l.apply(&gone[0]);
@@ -87,7 +120,11 @@ fn leases_run_out_one_by_one() {
 /// The grant rule the naive way, for the property test.
 fn model_grants(l: &RwLock, h: &[u8], mode: Mode, queued: bool) -> bool {
     let mine = l.holders().find(|(x, _)| *x == h).map(|(_, e)| e);
-    let others: Vec<Entry> = l.holders().filter(|(x, _)| *x != h).map(|(_, e)| e).collect();
+    let others: Vec<Entry> = l
+        .holders()
+        .filter(|(x, _)| *x != h)
+        .map(|(_, e)| e)
+        .collect();
     match (mode, mine) {
         (Mode::Read, Some(_)) => true,
         (Mode::Read, None) => !queued && others.iter().all(|e| e.writes == 0),

@@ -55,10 +55,11 @@ impl Held {
         self.all.iter().chain(&self.any)
     }
 
-    /// True when `holder` alone is named.
+    /// True when `holder` alone is named, and must leave (a lock it holds:
+    /// semaphore permits it holds are still waited for, as more may
+    /// never come).
     pub fn only(&self, holder: &[u8]) -> bool {
-        let mut hs = self.holders();
-        hs.next().is_some_and(|h| h == holder) && hs.next().is_none()
+        self.any.is_empty() && matches!(self.all.as_slice(), [h] if h == holder)
     }
 
     fn stuck(&self, is: impl Fn(&[u8]) -> bool) -> bool {

@@ -88,7 +88,14 @@ type RawEdge = (u8, u8, bool);
 /// Whom the request of edge `i` waits for: the key's holders (AND or OR,
 /// as the key says; a shared request only for holders marked as writers),
 /// and every conflicting request queued on the key before it.
-fn held_for(edges: &[RawEdge], keys: &HashMap<u8, (u8, Vec<u8>)>, x: u8, k: u8, shares: bool, ahead: usize) -> (Vec<u8>, Vec<u8>) {
+fn held_for(
+    edges: &[RawEdge],
+    keys: &HashMap<u8, (u8, Vec<u8>)>,
+    x: u8,
+    k: u8,
+    shares: bool,
+    ahead: usize,
+) -> (Vec<u8>, Vec<u8>) {
     let (mode, hs) = &keys[&k];
     let (mut all, any) = match mode {
         0 => (hs.clone(), vec![]),
@@ -108,9 +115,16 @@ fn held_for(edges: &[RawEdge], keys: &HashMap<u8, (u8, Vec<u8>)>, x: u8, k: u8, 
 
 /// The same least fixed point over every edge, the naive way: repeat
 /// until nothing changes, no reachability, no rounds.
-fn brute(edges: &[RawEdge], keys: &HashMap<u8, (u8, Vec<u8>)>, waiter: u8, key: u8, shares: bool) -> bool {
+fn brute(
+    edges: &[RawEdge],
+    keys: &HashMap<u8, (u8, Vec<u8>)>,
+    waiter: u8,
+    key: u8,
+    shares: bool,
+) -> bool {
     let stuck = |set: &HashSet<u8>, (all, any): &(Vec<u8>, Vec<u8>)| {
-        all.iter().any(|y| set.contains(y)) || (!any.is_empty() && any.iter().all(|y| set.contains(y)))
+        all.iter().any(|y| set.contains(y))
+            || (!any.is_empty() && any.iter().all(|y| set.contains(y)))
     };
     let mut set: HashSet<u8> = [waiter].into();
     loop {
@@ -121,7 +135,10 @@ fn brute(edges: &[RawEdge], keys: &HashMap<u8, (u8, Vec<u8>)>, waiter: u8, key: 
             }
         }
         if set.len() == before {
-            return stuck(&set, &held_for(edges, keys, waiter, key, shares, edges.len()));
+            return stuck(
+                &set,
+                &held_for(edges, keys, waiter, key, shares, edges.len()),
+            );
         }
     }
 }

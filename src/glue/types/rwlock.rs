@@ -101,7 +101,7 @@ extern "C" fn rw_aof_rewrite(
 /// What one holder costs besides its name (held twice: in the map and in
 /// the deadline index): two B-tree entries with their share of half-full
 /// nodes. Measured against `used_memory` with 10,000 readers.
-const RW_HOLDER_OVERHEAD: usize = 140;
+const RW_HOLDER_OVERHEAD: usize = 165;
 
 extern "C" fn rw_mem_usage(value: *const c_void) -> usize {
     // SAFETY: as above.
@@ -124,8 +124,14 @@ impl Stored for RwLock {
 
     /// A writer waits for every other holder; a reader for the writer.
     fn held_for(&self, waiter: &[u8], need: Need, now_ms: i64) -> Held {
-        let blocks = |(h, e): &(&[u8], Entry)| *h != waiter && (need == Need::Exclusive || e.writes > 0);
-        Held::all(self.live(now_ms).filter(blocks).map(|(h, _)| h.to_vec()).collect())
+        let blocks =
+            |(h, e): &(&[u8], Entry)| *h != waiter && (need == Need::Exclusive || e.writes > 0);
+        Held::all(
+            self.live(now_ms)
+                .filter(blocks)
+                .map(|(h, _)| h.to_vec())
+                .collect(),
+        )
     }
 
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
