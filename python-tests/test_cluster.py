@@ -38,4 +38,6 @@ def test_single_key_commands_work_in_cluster(node):
     r = node.client()
     assert r.execute_command("LOCK.ACQUIRE", "k", "h", 1000) > 0
     assert r.execute_command("SEM.ACQUIRE", "s", "h", 2, 1000) == 1
+    assert r.execute_command("RWLOCK.ACQUIRE", "rw", "h", "READ", 1000) > 0
+    assert r.execute_command("RWLOCK.INFO", "rw") is not None
     assert r.execute_command("LOCK.INFO", "k") is not None

@@ -74,14 +74,27 @@ def check_consistent(r, key):
             assert all(p >= 1 for p in permits)
             assert d[b"used"] == sum(permits)
         r.execute_command("SEM.ACQUIRE", key, "probe", 1, 1000)
+    elif t == "pdlk-rwlk":
+        info = r.execute_command("RWLOCK.INFO", key)
+        if info:
+            d = dict(zip(info[::2], info[1::2]))
+            holds = d[b"holders"][1::2]
+            assert all(v[0] + v[1] >= 1 and v[2] >= 1 for v in holds)
+            writers = [v for v in holds if v[1] > 0]
+            assert not writers or len(holds) == 1, "a writer is alone"
+        r.execute_command("RWLOCK.ACQUIRE", key, "probe", "READ", 1000)
     r.delete(key)
 
 
-@pytest.mark.parametrize("kind", ["lock", "sem"])
+@pytest.mark.parametrize("kind", ["lock", "sem", "rwlock"])
 def test_damaged_restore_payloads_never_crash(server, r, kind):
     if kind == "lock":
         r.execute_command("LOCK.ACQUIRE", "src", "holder-one", 100000)
         r.execute_command("LOCK.ACQUIRE", "src", "holder-one", 100000)
+    elif kind == "rwlock":
+        for i in range(3):
+            r.execute_command("RWLOCK.ACQUIRE", "src", f"h{i}", "READ", 100000 + i)
+        r.execute_command("RWLOCK.ACQUIRE", "src", "h1", "READ", 100000)
     else:
         for i, n in enumerate([2, 1, 3]):
             r.execute_command("SEM.ACQUIRE", "src", f"h{i}", 10, 100000 + i, "PERMITS", n)
@@ -89,7 +102,7 @@ def test_damaged_restore_payloads_never_crash(server, r, kind):
     body, version = payload[:-10], payload[-10:-8]
     assert r.restore("copy", 0, seal(body, version)) == b"OK", "the sealing itself is right"
     r.delete("copy")
-    rng = random.Random(7 if kind == "lock" else 8)
+    rng = random.Random({"lock": 7, "sem": 8, "rwlock": 9}[kind])
     refused = loaded = 0
     for i in range(2500):
         bad = seal(mutate(rng, body), version)
@@ -107,7 +120,8 @@ def test_damaged_restore_payloads_never_crash(server, r, kind):
     assert r.ping()
     assert refused > 1000, (refused, loaded)
     info = r.info("padlock")
-    assert info["padlock_locks"] + info["padlock_semaphores"] == 1, "only src is left"
+    gauges = info["padlock_locks"] + info["padlock_semaphores"] + info["padlock_rwlocks"]
+    assert gauges == 1, "only src is left"
 
 
 def test_specific_bad_values_are_refused(r):
