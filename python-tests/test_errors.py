@@ -30,9 +30,17 @@ def test_too_few_arguments(r, cmd):
     assert str(e.value) == f"wrong number of arguments for '{cmd.lower()}' command"
 
 
-@pytest.mark.parametrize("cmd", ["LOCK.REENTER", "LOCK.RELEASE", "LOCK.EXTEND", "LOCK.INFO"])
+@pytest.mark.parametrize("cmd", ["LOCK.RELEASE", "LOCK.INFO", "LOCK.WAITFOR"])
 def test_too_many_arguments(r, cmd):
     with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        r.execute_command(cmd, *COMMANDS.get(cmd, ["k", "h", "100"]), "extra")
+
+
+@pytest.mark.parametrize("cmd", ["LOCK.REENTER", "LOCK.EXTEND"])
+def test_unknown_trailing_option(r, cmd):
+    # These take the KEEP option, so anything else after ttl-ms is an
+    # unknown option, as for SEM.EXTEND.
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
         r.execute_command(cmd, *COMMANDS[cmd], "extra")
 
 

@@ -7,7 +7,10 @@
    - LOCK.ACQUIRE key holder 5000
 2. Memory per lock for 100,000 locks of each kind.
 3. Release-to-grant latency with 50 blocked waiters handing one lock on.
-4. Instructions per call, counted by callgrind (repeatable, unlike the
+4. KEEP: 100,000 leases of 30 s bound by 4 connections: renewals per
+   second, server CPU per renewal (against the idle server), bytes per
+   binding; and bytes per reader of a read-write lock with 10,000 readers.
+5. Instructions per call, counted by callgrind (repeatable, unlike the
    timings on a busy 2-core machine), when valgrind is installed.
 """
 
@@ -94,6 +97,52 @@ def handoff_latency(server, waiters=50, rounds=40):
     return len(ms), statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
 
 
+def cpu(r):
+    i = r.info("cpu")
+    return i["used_cpu_sys"] + i["used_cpu_user"]
+
+
+def keep_cost(server, n=100_000, conns=4, ttl=30_000, window=12):
+    r = server.client()
+    r.flushall()
+    p = r.pipeline(transaction=False)
+    for i in range(n):
+        p.execute_command("LOCK.ACQUIRE", f"keep:{i}", "me", ttl)
+        if i % 5000 == 4999:
+            p.execute()
+    p.execute()
+    c0, t0 = cpu(r), time.time()
+    time.sleep(window / 2)
+    idle = (cpu(r) - c0) / (time.time() - t0)
+    before = r.info("memory")["used_memory"]
+    clients = [server.client() for _ in range(conns)]
+    for j, c in enumerate(clients):
+        p = c.pipeline(transaction=False)
+        for i in range(j, n, conns):
+            p.execute_command("LOCK.EXTEND", f"keep:{i}", "me", ttl, "KEEP")
+        p.execute()
+    per_binding = (r.info("memory")["used_memory"] - before) / n
+    time.sleep(ttl / 3000 + 1)
+    k0, c0, t0 = r.info("padlock")["padlock_keep_renewals"], cpu(r), time.time()
+    time.sleep(window)
+    rate = (r.info("padlock")["padlock_keep_renewals"] - k0) / (time.time() - t0)
+    busy = (cpu(r) - c0) / (time.time() - t0)
+    for c in clients:
+        c.close()
+    return rate, (busy - idle) / rate * 1e6, busy, per_binding
+
+
+def rw_bytes_per_reader(server, n=10_000):
+    r = server.client()
+    r.flushall()
+    before = r.info("memory")["used_memory"]
+    p = r.pipeline(transaction=False)
+    for i in range(n):
+        p.execute_command("RWLOCK.ACQUIRE", "rw", f"holder-{i:08d}", "READ", 60000)
+    p.execute()
+    return (r.info("memory")["used_memory"] - before) / n, r.memory_usage("rw", samples=0) / n
+
+
 def instructions(name, args, lua_sha_script=None):
     """Instructions the server spends in call() per request, under callgrind."""
     out = tempfile.mktemp(prefix="padlock-cg-")
@@ -145,6 +194,8 @@ def main():
     mem_mine = memory(r, lambda p, i: p.execute_command("LOCK.ACQUIRE", f"lock:{i}", "holder", 60000))
 
     n, p50, p99 = handoff_latency(server)
+    keep = keep_cost(server)
+    rw = rw_bytes_per_reader(server)
     server.stop()
 
     ins = None
@@ -170,6 +221,11 @@ def main():
     print()
     print(f"release-to-grant latency, 50 blocked waiters, {n} hand-offs: "
           f"p50 {p50:.3f} ms, p99 {p99:.3f} ms (client-observed, Python clients)")
+    print(f"KEEP, 100,000 leases of 30 s on 4 connections: {keep[0]:,.0f} renewals/s, "
+          f"{keep[1]:.1f} us server CPU per renewal ({keep[2] * 100:.1f}% of a core in all), "
+          f"{keep[3]:.0f} bytes per binding")
+    print(f"read-write lock, 10,000 readers: {rw[0]:.0f} bytes per reader (used_memory), "
+          f"MEMORY USAGE says {rw[1]:.0f}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ pub mod args;
 pub mod error;
 pub mod fence;
 pub mod grace;
+pub mod keep;
 pub mod lock;
 pub mod queue;
 pub mod rwlock;

@@ -7,6 +7,7 @@ use redis_module::{raw, Context, NotifyEvent, RedisString};
 use super::blocking;
 use super::config;
 use super::info;
+use super::keep;
 use super::server::{notify, now_ms};
 use super::types;
 use super::waiting;
@@ -52,5 +53,9 @@ unsafe extern "C" fn on_role_changed(
 ) {
     if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         config::start_grace(now_ms());
+    } else {
+        // A replica renews nothing: bound leases run out on the new master
+        // unless their holders bind them there again.
+        keep::clear();
     }
 }

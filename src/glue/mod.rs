@@ -23,6 +23,7 @@ pub mod events;
 mod fences;
 mod hooks;
 mod info;
+mod keep;
 mod key;
 mod kinds;
 mod replicate;
@@ -57,6 +58,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         return Status::Err;
     }
     waiting::init(ctx);
+    keep::init(ctx);
     events::subscribe(ctx);
     report::register(ctx);
     Status::Ok

@@ -8,6 +8,7 @@ use redis_module::{raw, Context};
 
 use super::fences;
 use super::info::*;
+use super::keep;
 use super::waiting;
 
 fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
@@ -24,6 +25,10 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
         ("rwlocks", g(&RWLOCKS)),
         ("blocked_clients", blocked),
         ("wait_edges", edges),
+        (
+            "keep_bound",
+            if for_crash_report { -1 } else { keep::bound() },
+        ),
         ("acquired", c(&ACQUIRED)),
         ("reentered", c(&REENTERED)),
         ("released", c(&RELEASED)),
@@ -40,6 +45,8 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
         ("rw_extended", c(&RW_EXTENDED)),
         ("rw_contended", c(&RW_CONTENDED)),
         ("rw_expired_holders", c(&RW_EXPIRED_HOLDERS)),
+        ("keep_renewals", c(&KEEP_RENEWALS)),
+        ("keep_lost", c(&KEEP_LOST)),
         ("deadlocks", c(&DEADLOCKS)),
         ("timeouts", c(&TIMEOUTS)),
         ("handoffs", c(&HANDOFFS)),

@@ -3,7 +3,6 @@
 //! refused command never leaves partial state.
 
 use super::error::Error;
-use super::rwlock::Mode;
 
 /// Largest semaphore limit and permit count: 2^31 - 1.
 pub const MAX_PERMITS: i64 = i32::MAX as i64;
@@ -57,14 +56,17 @@ pub struct LockAcquire<'a, A> {
     pub holder: &'a [u8],
     pub ttl_ms: i64,
     pub block_ms: Option<i64>,
+    pub keep: bool,
 }
 
-/// `LOCK.REENTER` / `LOCK.EXTEND` / `LOCK.WAITFOR key holder ttl-ms`
+/// `LOCK.REENTER` / `LOCK.EXTEND` / `RWLOCK.EXTEND key holder ttl-ms
+/// [KEEP]` and `LOCK.WAITFOR key holder ttl-ms`.
 #[derive(Debug)]
 pub struct KeyHolderTtl<'a, A> {
     pub key: &'a A,
     pub holder: &'a [u8],
     pub ttl_ms: i64,
+    pub keep: bool,
 }
 
 /// `LOCK.RELEASE key holder`
@@ -82,38 +84,7 @@ pub struct MultiKey<'a, A> {
     pub holder: &'a [u8],
     pub ttl_ms: i64,
     pub block_ms: Option<i64>,
-}
-
-/// `SEM.ACQUIRE key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms]`
-#[derive(Debug)]
-pub struct SemAcquire<'a, A> {
-    pub key: &'a A,
-    pub holder: &'a [u8],
-    pub limit: u64,
-    pub ttl_ms: i64,
-    pub permits: u64,
-    pub block_ms: Option<i64>,
-}
-
-/// `SEM.RELEASE key holder [PERMITS n]` (`permits` None = all) and
-/// `SEM.EXTEND key holder ttl-ms [PERMITS n]` (`ttl_ms` set).
-#[derive(Debug)]
-pub struct SemHolder<'a, A> {
-    pub key: &'a A,
-    pub holder: &'a [u8],
-    pub ttl_ms: i64,
-    pub permits: Option<u64>,
-}
-
-/// `RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms]` and,
-/// without ttl and options, `RWLOCK.RELEASE key holder READ|WRITE`.
-#[derive(Debug)]
-pub struct RwHold<'a, A> {
-    pub key: &'a A,
-    pub holder: &'a [u8],
-    pub mode: Mode,
-    pub ttl_ms: i64,
-    pub block_ms: Option<i64>,
+    pub keep: bool,
 }
 
 /// Parses a decimal integer the way Redis does: optional `-`, digits only,
@@ -147,15 +118,30 @@ fn ttl(arg: &impl Arg, limits: &Limits) -> Result<i64, Error> {
     ranged(arg, "ttl-ms", 1, limits.max_ttl_ms)
 }
 
-/// Trailing `NAME value` options; the last of a repeated option wins, as in
-/// Redis' own commands. `allowed` names the options this command takes.
+/// Options found: (name, value).
+type Found<'a, A> = Vec<(&'static str, &'a A)>;
+
+/// Trailing options in any order: `NAME value` ones, where the last of a
+/// repeated option wins as in Redis' own commands (`allowed` names those
+/// this command takes), and, where `keep` says so, the `KEEP` flag, which
+/// may appear once.
 fn options<'a, A: Arg>(
     rest: &'a [A],
     allowed: &[&'static str],
-) -> Result<Vec<(&'static str, &'a A)>, Error> {
+    keep: bool,
+) -> Result<(Found<'a, A>, bool), Error> {
     let mut found = Vec::new();
+    let mut kept = false;
     let mut i = 0;
     while i < rest.len() {
+        if keep && rest[i].bytes().eq_ignore_ascii_case(b"KEEP") {
+            if kept {
+                return Err(Error::Invalid("KEEP given twice"));
+            }
+            kept = true;
+            i += 1;
+            continue;
+        }
         let name = allowed
             .iter()
             .find(|n| rest[i].bytes().eq_ignore_ascii_case(n.as_bytes()))
@@ -165,7 +151,7 @@ fn options<'a, A: Arg>(
         found.push((*name, value));
         i += 2;
     }
-    Ok(found)
+    Ok((found, kept))
 }
 
 fn option<'a, A>(opts: &[(&'static str, &'a A)], name: &str) -> Option<&'a A> {
@@ -187,15 +173,17 @@ pub fn lock_acquire<'a, A: Arg>(
     }
     let holder = holder(&args[1], limits)?;
     let ttl_ms = ttl(&args[2], limits)?;
-    let opts = options(&args[3..], &["BLOCK"])?;
+    let (opts, keep) = options(&args[3..], &["BLOCK"], true)?;
     Ok(LockAcquire {
         key: &args[0],
         holder,
         ttl_ms,
         block_ms: block(&opts, limits)?,
+        keep,
     })
 }
 
+/// `key holder ttl-ms` (`LOCK.WAITFOR`).
 pub fn key_holder_ttl<'a, A: Arg>(
     args: &'a [A],
     limits: &Limits,
@@ -203,10 +191,26 @@ pub fn key_holder_ttl<'a, A: Arg>(
     if args.len() != 3 {
         return Err(Error::Arity);
     }
+    key_holder_ttl_keep(args, limits)
+}
+
+/// `key holder ttl-ms [KEEP]` (`LOCK.REENTER`, `LOCK.EXTEND`,
+/// `RWLOCK.EXTEND`).
+pub fn key_holder_ttl_keep<'a, A: Arg>(
+    args: &'a [A],
+    limits: &Limits,
+) -> Result<KeyHolderTtl<'a, A>, Error> {
+    if args.len() < 3 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    let ttl_ms = ttl(&args[2], limits)?;
+    let (_, keep) = options(&args[3..], &[], true)?;
     Ok(KeyHolderTtl {
         key: &args[0],
-        holder: holder(&args[1], limits)?,
-        ttl_ms: ttl(&args[2], limits)?,
+        holder,
+        ttl_ms,
+        keep,
     })
 }
 
@@ -245,12 +249,13 @@ pub fn lock_macquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Multi
     let (keys, rest) = numkeys(args, 2)?;
     let holder = holder(&rest[0], limits)?;
     let ttl_ms = ttl(&rest[1], limits)?;
-    let opts = options(&rest[2..], &["BLOCK"])?;
+    let (opts, keep) = options(&rest[2..], &["BLOCK"], true)?;
     Ok(MultiKey {
         keys,
         holder,
         ttl_ms,
         block_ms: block(&opts, limits)?,
+        keep,
     })
 }
 
@@ -264,109 +269,15 @@ pub fn lock_mrelease<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Multi
         holder: holder(&rest[0], limits)?,
         ttl_ms: 0,
         block_ms: None,
+        keep: false,
     })
 }
 
-pub fn sem_acquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemAcquire<'a, A>, Error> {
-    if args.len() < 4 {
-        return Err(Error::Arity);
-    }
-    let holder = holder(&args[1], limits)?;
-    let limit = ranged(&args[2], "limit", 1, MAX_PERMITS)?;
-    let ttl_ms = ttl(&args[3], limits)?;
-    let opts = options(&args[4..], &["PERMITS", "BLOCK"])?;
-    let permits = match option(&opts, "PERMITS") {
-        None => 1,
-        Some(v) => match parse_int(v.bytes()) {
-            Some(n) if n > limit && n <= MAX_PERMITS => return Err(Error::PermitsOverLimit),
-            _ => ranged(v, "PERMITS", 1, limit)?,
-        },
-    };
-    Ok(SemAcquire {
-        key: &args[0],
-        holder,
-        limit: limit as u64,
-        ttl_ms,
-        permits: permits as u64,
-        block_ms: block(&opts, limits)?,
-    })
-}
+mod rwlock;
+mod sem;
 
-fn permits_option(rest: &[impl Arg]) -> Result<Option<u64>, Error> {
-    let opts = options(rest, &["PERMITS"])?;
-    Ok(option(&opts, "PERMITS")
-        .map(|v| ranged(v, "PERMITS", 1, MAX_PERMITS))
-        .transpose()?
-        .map(|n| n as u64))
-}
-
-pub fn sem_release<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemHolder<'a, A>, Error> {
-    if args.len() < 2 {
-        return Err(Error::Arity);
-    }
-    let holder = holder(&args[1], limits)?;
-    Ok(SemHolder {
-        key: &args[0],
-        holder,
-        ttl_ms: 0,
-        permits: permits_option(&args[2..])?,
-    })
-}
-
-pub fn sem_extend<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<SemHolder<'a, A>, Error> {
-    if args.len() < 3 {
-        return Err(Error::Arity);
-    }
-    let holder = holder(&args[1], limits)?;
-    let ttl_ms = ttl(&args[2], limits)?;
-    Ok(SemHolder {
-        key: &args[0],
-        holder,
-        ttl_ms,
-        permits: permits_option(&args[3..])?,
-    })
-}
-
-fn mode(arg: &impl Arg) -> Result<Mode, Error> {
-    let m = arg.bytes();
-    if m.eq_ignore_ascii_case(b"READ") {
-        Ok(Mode::Read)
-    } else if m.eq_ignore_ascii_case(b"WRITE") {
-        Ok(Mode::Write)
-    } else {
-        Err(Error::Mode)
-    }
-}
-
-pub fn rw_acquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<RwHold<'a, A>, Error> {
-    if args.len() < 4 {
-        return Err(Error::Arity);
-    }
-    let holder = holder(&args[1], limits)?;
-    let mode = mode(&args[2])?;
-    let ttl_ms = ttl(&args[3], limits)?;
-    let opts = options(&args[4..], &["BLOCK"])?;
-    Ok(RwHold {
-        key: &args[0],
-        holder,
-        mode,
-        ttl_ms,
-        block_ms: block(&opts, limits)?,
-    })
-}
-
-pub fn rw_release<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<RwHold<'a, A>, Error> {
-    if args.len() != 3 {
-        return Err(Error::Arity);
-    }
-    Ok(RwHold {
-        key: &args[0],
-        holder: holder(&args[1], limits)?,
-        mode: mode(&args[2])?,
-        ttl_ms: 0,
-        block_ms: None,
-    })
-}
+pub use rwlock::*;
+pub use sem::*;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::core::rwlock::Mode;
 
 fn v(s: &str) -> Vec<&[u8]> {
     s.split(' ').map(str::as_bytes).collect()
@@ -167,4 +168,42 @@ fn rwlock_arguments() {
     assert_eq!(rw_release(&v("k h WRITE"), &l).unwrap().mode, Mode::Write);
     assert_eq!(rw_release(&v("k h WRITE 1"), &l).unwrap_err(), Error::Arity);
     assert_eq!(rw_release(&v("k h BOTH"), &l).unwrap_err(), Error::Mode);
+}
+
+#[test]
+fn keep_anywhere_once_and_only_where_a_lease_is_taken() {
+    let l = Limits::default();
+    assert!(lock_acquire(&v("k h 100 KEEP BLOCK 5"), &l).unwrap().keep);
+    assert!(lock_acquire(&v("k h 100 BLOCK 5 keep"), &l).unwrap().keep);
+    assert!(!lock_acquire(&v("k h 100 BLOCK 5"), &l).unwrap().keep);
+    assert_eq!(
+        lock_acquire(&v("k h 100 KEEP KEEP"), &l)
+            .unwrap_err()
+            .message(),
+        "ERR KEEP given twice"
+    );
+    assert!(key_holder_ttl_keep(&v("k h 100 KEEP"), &l).unwrap().keep);
+    assert_eq!(
+        key_holder_ttl_keep(&v("k h 100 MORE"), &l).unwrap_err(),
+        Error::Syntax
+    );
+    assert_eq!(
+        key_holder_ttl(&v("k h 100 KEEP"), &l).unwrap_err(),
+        Error::Arity
+    );
+    let a = v("s h 100 KEEP PERMITS 2");
+    let s = sem_extend(&a, &l).unwrap();
+    assert_eq!((s.keep, s.permits), (true, Some(2)));
+    assert_eq!(sem_release(&v("s h KEEP"), &l).unwrap_err(), Error::Syntax);
+    assert!(
+        sem_acquire(&v("s h 3 100 PERMITS 2 KEEP BLOCK 1"), &l)
+            .unwrap()
+            .keep
+    );
+    assert!(lock_macquire(&v("2 a b h 100 KEEP"), &l).unwrap().keep);
+    assert!(rw_acquire(&v("k h READ 100 KEEP"), &l).unwrap().keep);
+    assert_eq!(
+        rw_release(&v("k h READ KEEP"), &l).unwrap_err(),
+        Error::Arity
+    );
 }

@@ -8,6 +8,7 @@ use crate::core::error::Error;
 use crate::core::lock::Grant;
 use crate::glue::config::limits;
 use crate::glue::info;
+use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::lock as kind;
 use crate::glue::server::{map, now_ms};
@@ -15,6 +16,7 @@ use crate::glue::waiting;
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     let attempt = match kind::open_to(ctx, req.key, req.holder)? {
         true => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()),
         false => Ok(None),
@@ -24,15 +26,20 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         keys: std::slice::from_ref(req.key),
         block_ms: req.block_ms,
     };
-    let reply = |g: Grant| RedisValue::Integer(g.fence as i64);
+    let reply = |g: Grant| {
+        kind::keep(ctx, req.key, req.holder, client, req.ttl_ms, g.fence);
+        RedisValue::Integer(g.fence as i64)
+    };
     grant_or_wait(ctx, attempt, reply, &info::CONTENDED, wait, || {
-        kind::want_one(req.ttl_ms)
+        kind::want_one(req.ttl_ms, client)
     })
 }
 
 pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     let count = kind::reenter(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
+    kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(count as i64))
 }
 
@@ -43,8 +50,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
+    kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(1))
 }
 
@@ -56,12 +65,14 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let Some(l) = key.lock()? else {
         return Ok(RedisValue::Null);
     };
+    let keep_flag = i64::from(keep::is_bound(ctx, name, &l.holder));
     Ok(map(vec![
         ("holder", RedisValue::StringBuffer(l.holder.to_vec())),
         ("count", RedisValue::Integer(l.count as i64)),
         ("fence", RedisValue::Integer(l.fence as i64)),
         ("ttl", RedisValue::Integer(ttl)),
         ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+        ("keep", RedisValue::Integer(keep_flag)),
     ]))
 }
 
@@ -70,6 +81,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         return Ok(RedisValue::NoReply);
     }
     let req = args::lock_macquire(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     let mut open = true;
     for k in req.keys {
         open &= kind::open_to(ctx, k, req.holder)?;
@@ -79,6 +91,9 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         false => Ok(None),
     };
     let reply = |fences: Vec<u64>| {
+        for (name, fence) in req.keys.iter().zip(&fences) {
+            kind::keep(ctx, name, req.holder, client, req.ttl_ms, *fence);
+        }
         RedisValue::Array(
             fences
                 .into_iter()
@@ -92,7 +107,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         block_ms: req.block_ms,
     };
     grant_or_wait(ctx, attempt, reply, &info::CONTENDED, wait, || {
-        kind::want_multi(req.ttl_ms)
+        kind::want_multi(req.ttl_ms, client)
     })
 }
 

@@ -9,6 +9,7 @@ use crate::core::error::Error;
 use crate::core::rwlock::{Grant, RwLock};
 use crate::glue::config::limits;
 use crate::glue::info;
+use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::rwlock as kind;
 use crate::glue::server::{map, now_ms};
@@ -16,6 +17,7 @@ use crate::glue::waiting;
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::rw_acquire(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     // With requests queued a newcomer goes behind them; a holder adding a
     // read hold, the writer reentering and an upgrade do not.
     let queued = waiting::has_waiters(ctx, req.key);
@@ -26,10 +28,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         keys: std::slice::from_ref(key),
         block_ms: req.block_ms,
     };
-    let reply = |g: Grant| RedisValue::Integer(g.fence as i64);
+    let reply = |g: Grant| {
+        kind::keep(ctx, key, holder, client, req.ttl_ms);
+        RedisValue::Integer(g.fence as i64)
+    };
     grant_or_wait(ctx, attempt, reply, &info::RW_CONTENDED, wait, || {
         let upgrade = kind::is_upgrade(ctx, key, holder, mode);
-        kind::want(mode, req.ttl_ms, upgrade)
+        kind::want(mode, req.ttl_ms, upgrade, client)
     })
 }
 
@@ -43,8 +48,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::key_holder_ttl(&args[1..], &limits())?;
+    let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
+    kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(1))
 }
 
@@ -56,10 +63,12 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     };
     let now = now_ms();
     let mut writes = false;
+    let mut bound = 0;
     let holders: std::collections::BTreeMap<_, _> = rw
         .live(now)
         .map(|(h, e)| {
             writes |= e.writes > 0;
+            bound += i64::from(keep::is_bound(ctx, name, h));
             (
                 RedisValueKey::BulkString(h.to_vec()),
                 RedisValue::Array(vec![
@@ -80,5 +89,6 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("mode", RedisValue::SimpleStringStatic(mode)),
         ("holders", RedisValue::OrderedMap(holders)),
         ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+        ("keep", RedisValue::Integer(bound)),
     ]))
 }

@@ -8,6 +8,7 @@ use crate::core::args;
 use crate::core::error::Error;
 use crate::glue::config::limits;
 use crate::glue::info;
+use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::sem as kind;
 use crate::glue::server::{map, now_ms};
@@ -15,6 +16,7 @@ use crate::glue::waiting;
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
     let attempt = if waiting::has_waiters(ctx, req.key) {
         // Still a look at the key: holders whose lease ran out leave now,
@@ -30,9 +32,12 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         keys: std::slice::from_ref(req.key),
         block_ms: req.block_ms,
     };
-    let reply = |total: u64| RedisValue::Integer(total as i64);
+    let reply = |total: u64| {
+        kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
+        RedisValue::Integer(total as i64)
+    };
     grant_or_wait(ctx, attempt, reply, &info::SEM_CONTENDED, wait, || {
-        kind::want(req.limit, req.permits, req.ttl_ms)
+        kind::want(req.limit, req.permits, req.ttl_ms, client)
     })
 }
 
@@ -44,7 +49,9 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_extend(&args[1..], &limits())?;
+    let client = keep::client(ctx, req.keep)?;
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, req.permits, now_ms())?;
+    kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(1))
 }
 
@@ -59,6 +66,11 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         // Every lease ran out; the master removes the key on its next write.
         return Ok(RedisValue::Null);
     }
+    let bound = view
+        .holders
+        .iter()
+        .filter(|(h, _, _)| keep::is_bound(ctx, name, h))
+        .count();
     let holders = view
         .holders
         .into_iter()
@@ -78,5 +90,6 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("available", RedisValue::Integer(view.available as i64)),
         ("holders", RedisValue::OrderedMap(holders)),
         ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+        ("keep", RedisValue::Integer(bound as i64)),
     ]))
 }

@@ -13,6 +13,7 @@ use crate::glue::commit::{commit, Note, Write};
 use crate::glue::config::grace_running;
 use crate::glue::fences;
 use crate::glue::info;
+use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
 use crate::glue::waiting::{self, Granted, TakeBack, Want};
@@ -155,6 +156,9 @@ pub fn release(
         effect,
         Note::new(&info::RELEASED, Some(c"lock.release")),
     );
+    if count == 0 {
+        keep::unbind(ctx, name, holder);
+    }
     Ok(count)
 }
 
@@ -178,6 +182,9 @@ pub fn mrelease(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<V
             effect,
             Note::new(&info::RELEASED, Some(c"lock.release")),
         );
+        if count == 0 {
+            keep::unbind(ctx, name, holder);
+        }
         out.push(count);
     }
     Ok(out)
@@ -206,6 +213,57 @@ pub fn extend(
     Ok(())
 }
 
+/// `KEEP`: the holder's lease, reset while it still holds the grant with
+/// `fence`.
+pub fn renew(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    fence: Option<u64>,
+    now: i64,
+) -> Result<(), Error> {
+    let mut key = Key::write(ctx, name);
+    let effect = {
+        let cur = key.lock()?.filter(|l| fence.is_none_or(|f| l.fence == f));
+        lock::extend(name.as_slice(), cur.as_deref(), holder, ttl_ms, now)?
+    };
+    commit(ctx, name, key, effect, Note::default());
+    Ok(())
+}
+
+/// Binds the lease of the grant with `fence` to `client` (`KEEP`).
+pub fn keep(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    client: Option<u64>,
+    ttl_ms: i64,
+    fence: u64,
+) {
+    if let Some(c) = client {
+        keep::bind(ctx, name, holder, c, ttl_ms, renew, Some(fence));
+    }
+}
+
+/// Binds the lease the holder has now (after `LOCK.REENTER`/`EXTEND`).
+pub fn keep_held(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    client: Option<u64>,
+    ttl_ms: i64,
+) {
+    let fence = {
+        let mut key = Key::read(ctx, name);
+        match key.lock() {
+            Ok(Some(l)) if *l.holder == *holder => l.fence,
+            _ => return,
+        }
+    };
+    keep(ctx, name, holder, client, ttl_ms, fence);
+}
+
 /// `PADLOCK.LOCKSET`: state from the master or the AOF, set outright.
 pub fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> Result<(), Error> {
     let mut key = Key::write(ctx, name);
@@ -226,6 +284,8 @@ pub fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> R
 struct Locks {
     ttl_ms: i64,
     multi: bool,
+    /// `KEEP`: the waiting client, bound when granted.
+    keep: Option<u64>,
 }
 
 /// The fences a waiter was granted, one per key.
@@ -254,6 +314,9 @@ impl Want for Locks {
             }
             (false, _) => None,
         };
+        for (name, fence) in names.iter().zip(fences.iter().flatten()) {
+            keep(ctx, name, holder, self.keep, self.ttl_ms, *fence);
+        }
         Ok(fences.map(|fs| Granted {
             reply: match (self.multi, fs.as_slice()) {
                 (false, [f]) => Reply::Int(*f as i64),
@@ -268,16 +331,18 @@ impl Want for Locks {
     }
 }
 
-pub fn want_one(ttl_ms: i64) -> Rc<dyn Want> {
+pub fn want_one(ttl_ms: i64, keep: Option<u64>) -> Rc<dyn Want> {
     Rc::new(Locks {
         ttl_ms,
         multi: false,
+        keep,
     })
 }
 
-pub fn want_multi(ttl_ms: i64) -> Rc<dyn Want> {
+pub fn want_multi(ttl_ms: i64, keep: Option<u64>) -> Rc<dyn Want> {
     Rc::new(Locks {
         ttl_ms,
         multi: true,
+        keep,
     })
 }

@@ -16,6 +16,7 @@ use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
 use crate::glue::fences;
 use crate::glue::info;
+use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
 use crate::glue::waiting::{Granted, TakeBack, Want};
@@ -97,13 +98,58 @@ pub fn release(
     now: i64,
 ) -> Result<(u64, u64), Error> {
     let note = Note::new(&info::RW_RELEASED, Some(c"rwlock.release"));
-    change(ctx, name, Some(now), note, |rw| {
+    let left = change(ctx, name, Some(now), note, |rw| {
         if fence.is_some_and(|f| rw.holder(holder).is_none_or(|e| e.fence != f)) {
-            return Ok(((0, 0), None));
+            return Ok(((1, 1), None));
         }
         let (left, e) = rw.release(name.as_slice(), holder, mode)?;
         Ok((left, Some(e)))
+    })?;
+    if left == (0, 0) {
+        keep::unbind(ctx, name, holder);
+    }
+    Ok(left)
+}
+
+/// `KEEP`: the holder's lease, reset while it still holds under `fence`.
+pub fn renew(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    fence: Option<u64>,
+    now: i64,
+) -> Result<(), Error> {
+    let note = Note::default();
+    change(ctx, name, Some(now), note, |rw| {
+        let held = rw
+            .holder(holder)
+            .filter(|e| fence.is_none_or(|f| e.fence == f));
+        if held.is_none() {
+            return Err(Error::NotHeld {
+                key: name.as_slice().to_vec(),
+                holder: holder.to_vec(),
+            });
+        }
+        Ok(((), Some(rw.extend(name.as_slice(), holder, ttl_ms, now)?)))
     })
+}
+
+/// Binds the lease the holder has now to `client` (`KEEP`).
+pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64>, ttl_ms: i64) {
+    let Some(c) = client else {
+        return;
+    };
+    let fence = {
+        let mut key = Key::read(ctx, name);
+        match key.value::<RwLock>() {
+            Ok(Some(rw)) => rw.holder(holder).map(|e| e.fence),
+            _ => None,
+        }
+    };
+    if let Some(f) = fence {
+        keep::bind(ctx, name, holder, c, ttl_ms, renew, Some(f));
+    }
 }
 
 /// Resets the holder's lease (all its holds).
@@ -139,6 +185,8 @@ struct Hold {
     mode: Mode,
     ttl_ms: i64,
     upgrade: bool,
+    /// `KEEP`: the waiting client, bound when granted.
+    keep: Option<u64>,
 }
 
 /// What a waiter was granted: one hold of a mode, under its fence.
@@ -166,6 +214,9 @@ impl Want for Hold {
         };
         // First in line: nobody is queued ahead.
         let got = try_acquire(ctx, name, holder, self.mode, false, self.ttl_ms, now)?;
+        if got.is_some() {
+            keep(ctx, name, holder, self.keep, self.ttl_ms);
+        }
         Ok(got.map(|g| Granted {
             reply: Reply::Int(g.fence as i64),
             take_back: Box::new(Given(self.mode, g.fence)),
@@ -188,10 +239,11 @@ impl Want for Hold {
     }
 }
 
-pub fn want(mode: Mode, ttl_ms: i64, upgrade: bool) -> Rc<dyn Want> {
+pub fn want(mode: Mode, ttl_ms: i64, upgrade: bool, keep: Option<u64>) -> Rc<dyn Want> {
     Rc::new(Hold {
         mode,
         ttl_ms,
         upgrade,
+        keep,
     })
 }

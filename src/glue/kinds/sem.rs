@@ -12,6 +12,7 @@ use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
 use crate::glue::info;
+use crate::glue::keep;
 use crate::glue::replicate;
 use crate::glue::waiting::{Granted, TakeBack, Want};
 
@@ -85,10 +86,36 @@ pub fn release(
     now: i64,
 ) -> Result<u64, Error> {
     let note = Note::new(&info::SEM_RELEASED, Some(c"sem.release"));
-    change(ctx, name, Some(now), 0, note, |s| {
+    let left = change(ctx, name, Some(now), 0, note, |s| {
         let (left, e) = s.release(name.as_slice(), holder, permits)?;
         Ok((left, Some(e)))
+    })?;
+    if left == 0 {
+        keep::unbind(ctx, name, holder);
+    }
+    Ok(left)
+}
+
+/// `KEEP`: the holder's lease, reset while it holds permits.
+pub fn renew(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    ttl_ms: i64,
+    _fence: Option<u64>,
+    now: i64,
+) -> Result<(), Error> {
+    let note = Note::default();
+    change(ctx, name, Some(now), 0, note, |s| {
+        Ok(((), Some(s.extend(name.as_slice(), holder, ttl_ms, now)?)))
     })
+}
+
+/// Binds the holder's lease to `client` (`KEEP`).
+pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64>, ttl_ms: i64) {
+    if let Some(c) = client {
+        keep::bind(ctx, name, holder, c, ttl_ms, renew, None);
+    }
 }
 
 /// Resets the holder's lease; during the restart grace a holder that lost
@@ -125,6 +152,8 @@ pub struct Permits {
     pub limit: u64,
     pub permits: u64,
     pub ttl_ms: i64,
+    /// `KEEP`: the waiting client, bound when granted.
+    pub keep: Option<u64>,
 }
 
 struct GivenPermits(u64);
@@ -158,6 +187,9 @@ impl Want for Permits {
             self.ttl_ms,
             now,
         )?;
+        if got.is_some() {
+            keep(ctx, name, holder, self.keep, self.ttl_ms);
+        }
         Ok(got.map(|total| Granted {
             reply: Reply::Int(total as i64),
             take_back: Box::new(GivenPermits(self.permits)),
@@ -169,10 +201,11 @@ impl Want for Permits {
     }
 }
 
-pub fn want(limit: u64, permits: u64, ttl_ms: i64) -> Rc<dyn Want> {
+pub fn want(limit: u64, permits: u64, ttl_ms: i64, keep: Option<u64>) -> Rc<dyn Want> {
     Rc::new(Permits {
         limit,
         permits,
         ttl_ms,
+        keep,
     })
 }

@@ -1,0 +1,226 @@
+"""SPEC: Keep-alive leases (KEEP) — the server renews a lease while the
+holder's connection lives; when it closes, the lease runs out at most
+ttl-ms later and waiters are served. Bindings are not persisted or
+replicated."""
+
+import time
+
+import pytest
+import redis
+
+from conftest import Background, wait_blocked, wait_for
+from test_durability import start_pair
+from test_rwlocks import rinfo
+from test_semaphores import sinfo
+
+
+def linfo(r, key):
+    raw = r.execute_command("LOCK.INFO", key)
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    return {k.decode() if isinstance(k, bytes) else k: v for k, v in raw.items()}
+
+
+def test_idle_connection_keeps_its_lock(make_server):
+    master, replica, m, rep = start_pair(make_server)
+    holder = master.client()
+    fence = holder.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
+    assert linfo(m, "k")["keep"] == 1
+    worst, deadline = 0, time.time() + 3
+    while time.time() < deadline:
+        pttl = m.pttl("k")
+        assert 0 < pttl <= 300
+        worst = max(worst, 300 - pttl)
+        time.sleep(0.02)
+    assert linfo(m, "k")["holder"] == b"me" and linfo(m, "k")["fence"] == fence
+    assert m.info("padlock")["padlock_keep_renewals"] >= 20
+    m.wait(1, 1000)
+    assert linfo(rep, "k")["holder"] == b"me" and 0 < rep.pttl("k") <= 300, "renewals reach the replica"
+    assert linfo(rep, "k")["keep"] == 0, "bindings are not replicated"
+    assert m.info("padlock")["padlock_keep_bound"] == 1
+
+
+@pytest.mark.parametrize("how", ["close", "CLIENT KILL"])
+def test_closed_connection_stops_renewal_and_hands_over(server, how):
+    r = server.client()
+    holder = server.client()
+    holder.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
+    time.sleep(0.5)
+    assert linfo(r, "k")["holder"] == b"me"
+    w = Background(server, "LOCK.ACQUIRE", "k", "next", 10000, "BLOCK", 0)
+    wait_blocked(r, 1)
+    t0 = time.time()
+    if how == "close":
+        holder.close()
+    else:
+        r.client_kill_filter(_id=holder.client_id())
+    assert wait_for(lambda: r.info("padlock")["padlock_keep_bound"] == 0)
+    assert w.result() > 0
+    handoff_ms = (w.done_at - t0) * 1000
+    print(f"hand-off after the holder's connection closed ({how}): {handoff_ms:.0f} ms")
+    assert handoff_ms < 300 + 100, "within ttl-ms plus the hand-off bound"
+    assert linfo(r, "k")["holder"] == b"next"
+
+
+def test_rebind_after_reconnect_and_latest_binding_wins(server):
+    r = server.client()
+    first = server.client()
+    first.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
+    first.close()
+    assert wait_for(lambda: r.info("padlock")["padlock_keep_bound"] == 0)
+    second = server.client()
+    assert second.execute_command("LOCK.EXTEND", "k", "me", 300, "KEEP") == 1
+    assert linfo(r, "k")["keep"] == 1
+    # A third connection binds the same lease: it takes the binding over,
+    # so the second closing does not stop the renewals.
+    third = server.client()
+    third.execute_command("LOCK.EXTEND", "k", "me", 300, "KEEP")
+    assert r.info("padlock")["padlock_keep_bound"] == 1
+    second.close()
+    time.sleep(0.8)
+    assert linfo(r, "k")["holder"] == b"me"
+    third.close()
+    assert wait_for(lambda: not r.exists("k"), timeout=2)
+    # Too late: the hold is lost.
+    with pytest.raises(redis.ResponseError, match="^NOTHELD"):
+        server.client().execute_command("LOCK.EXTEND", "k", "me", 300, "KEEP")
+
+
+def test_release_ends_the_binding(server):
+    r = server.client()
+    c = server.client()
+    c.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
+    c.execute_command("LOCK.REENTER", "k", "me", 300, "KEEP")
+    assert c.execute_command("LOCK.RELEASE", "k", "me") == 1
+    assert r.info("padlock")["padlock_keep_bound"] == 1, "still held once"
+    assert c.execute_command("LOCK.RELEASE", "k", "me") == 0
+    assert r.info("padlock")["padlock_keep_bound"] == 0
+    # Taken again without KEEP: nothing renews it.
+    c.execute_command("LOCK.ACQUIRE", "k", "me", 200)
+    assert wait_for(lambda: not r.exists("k"), timeout=2)
+
+
+def test_semaphore_and_rwlock_holders(server):
+    r = server.client()
+    c = server.client()
+    c.execute_command("SEM.ACQUIRE", "s", "kept", 3, 300, "KEEP", "PERMITS", 2)
+    c.execute_command("SEM.ACQUIRE", "s", "plain", 3, 300)
+    c.execute_command("RWLOCK.ACQUIRE", "rw", "kept", "READ", 300, "KEEP")
+    c.execute_command("RWLOCK.ACQUIRE", "rw", "plain", "READ", 300)
+    assert sinfo(r, "s")["keep"] == 1 and rinfo(r, "rw")["keep"] == 1
+    time.sleep(0.8)
+    assert list(sinfo(r, "s")["holders"]) == [b"kept"]
+    assert sinfo(r, "s")["holders"][b"kept"][0] == 2
+    assert list(rinfo(r, "rw")["holders"]) == [b"kept"]
+    assert c.execute_command("SEM.EXTEND", "s", "kept", 300) == 1, "a plain extend keeps the binding"
+    assert c.execute_command("RWLOCK.RELEASE", "rw", "kept", "READ") == [0, 0]
+    assert c.execute_command("SEM.RELEASE", "s", "kept") == 0
+    assert r.info("padlock")["padlock_keep_bound"] == 0
+
+
+def test_multi_key_and_blocked_grants_are_bound_when_granted(server):
+    r = server.client()
+    c = server.client()
+    assert len(c.execute_command("LOCK.MACQUIRE", 2, "{m}a", "{m}b", "me", 300, "KEEP")) == 2
+    assert r.info("padlock")["padlock_keep_bound"] == 2
+    r.execute_command("LOCK.ACQUIRE", "k", "other", 10000)
+    w = Background(server, "LOCK.ACQUIRE", "k", "waiter", 300, "BLOCK", 0, "KEEP")
+    wait_blocked(r, 1)
+    assert r.info("padlock")["padlock_keep_bound"] == 2, "not bound while waiting"
+    r.execute_command("LOCK.RELEASE", "k", "other")
+    assert w.result() > 0
+    assert r.info("padlock")["padlock_keep_bound"] == 3
+    time.sleep(0.8)
+    assert all(linfo(r, k) for k in ("{m}a", "{m}b", "k"))
+    w.client.close()
+    assert wait_for(lambda: not r.exists("k"), timeout=2)
+    assert r.exists("{m}a", "{m}b") == 2
+
+
+def test_restart_drops_bindings(make_server):
+    s = make_server()
+    c = s.client()
+    c.execute_command("LOCK.ACQUIRE", "k", "me", 400, "KEEP")
+    s.restart(save=True)
+    r = s.client()
+    assert r.info("padlock")["padlock_keep_bound"] == 0
+    assert wait_for(lambda: not r.exists("k"), timeout=2), "the lease runs out"
+
+
+def test_failover_drops_bindings(make_server):
+    master, replica, m, rep = start_pair(make_server)
+    holder = master.client()
+    holder.execute_command("LOCK.ACQUIRE", "k", "me", 400, "KEEP")
+    m.wait(1, 1000)
+    rep.execute_command("REPLICAOF", "NO", "ONE")
+    m.execute_command("REPLICAOF", "127.0.0.1", replica.port)
+    assert wait_for(lambda: m.info("padlock")["padlock_keep_bound"] == 0)
+    assert wait_for(lambda: not rep.exists("k"), timeout=3), "nobody renews it on the new master"
+
+
+@pytest.mark.parametrize("cmd, error", [
+    (["LOCK.ACQUIRE", "k", "h", 100, "KEEP", "KEEP"], "KEEP given twice"),
+    (["LOCK.ACQUIRE", "k", "h", 100, "KEEPS"], "syntax error"),
+    (["LOCK.INFO", "k", "KEEP"], "wrong number of arguments"),
+    (["LOCK.WAITFOR", "k", "h", 100, "KEEP"], "wrong number of arguments"),
+    (["LOCK.RELEASE", "k", "h", "KEEP"], "wrong number of arguments"),
+    (["SEM.RELEASE", "s", "h", "KEEP"], "syntax error"),
+    (["RWLOCK.RELEASE", "rw", "h", "READ", "KEEP"], "wrong number of arguments"),
+    (["EVAL", "return redis.call('LOCK.ACQUIRE', 'k2', 'h', 100, 'KEEP')", 0], "not a script"),
+])
+def test_bad_keep_is_refused(r, cmd, error):
+    with pytest.raises(redis.ResponseError, match=error):
+        r.execute_command(*cmd)
+    assert r.info("padlock")["padlock_keep_bound"] == 0
+    assert not r.exists("k2")
+
+
+def test_keep_in_any_option_order(r):
+    assert r.execute_command("SEM.ACQUIRE", "s", "h", 2, 300, "KEEP", "BLOCK", 10, "PERMITS", 2) == 2
+    assert r.execute_command("LOCK.ACQUIRE", "k", "h", 300, "keep", "BLOCK", 10) > 0
+    assert r.execute_command("SEM.EXTEND", "s", "h", 300, "PERMITS", 2, "KEEP") == 1
+    assert r.info("padlock")["padlock_keep_bound"] == 2
+
+
+def test_renewal_cost_and_memory_per_binding(server, record_property):
+    """10,000 leases of 3 s renew 10,000 times a second: the rate of
+    100,000 leases of 30 s. Reports the server CPU per renewal against an
+    idle baseline, and used_memory per binding."""
+    r = server.client()
+    n = 10000
+    pipe = r.pipeline(transaction=False)
+    for i in range(n):
+        pipe.execute_command("LOCK.ACQUIRE", f"k{i}", "me", 3000)
+    pipe.execute()
+
+    def cpu():
+        i = r.info("cpu")
+        return i["used_cpu_sys"] + i["used_cpu_user"]
+
+    c0, t0 = cpu(), time.time()
+    time.sleep(2)
+    idle = (cpu() - c0) / (time.time() - t0)
+    before = r.info("memory")["used_memory"]
+    c = server.client()
+    pipe = c.pipeline(transaction=False)
+    for i in range(n):
+        pipe.execute_command("LOCK.EXTEND", f"k{i}", "me", 3000, "KEEP")
+    pipe.execute()
+    per_binding = (r.info("memory")["used_memory"] - before) / n
+    time.sleep(1.2)
+    r0, c0, t0 = r.info("padlock")["padlock_keep_renewals"], cpu(), time.time()
+    time.sleep(3)
+    renewals = r.info("padlock")["padlock_keep_renewals"] - r0
+    busy = (cpu() - c0) / (time.time() - t0)
+    rate = renewals / 3
+    us_per_renewal = (busy - idle) / rate * 1e6 if rate else float("nan")
+    record_property("renewals_per_s", rate)
+    record_property("us_per_renewal", us_per_renewal)
+    record_property("bytes_per_binding", per_binding)
+    print(f"KEEP: {rate:.0f} renewals/s, {us_per_renewal:.1f} us CPU each "
+          f"(busy {busy:.3f} vs idle {idle:.3f} CPU-s/s), {per_binding:.0f} bytes per binding")
+    assert 8000 < rate < 12000, rate
+    assert r.dbsize() == n, "every lease still held"
+    assert 0 < per_binding < 1000

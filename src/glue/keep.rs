@@ -1,0 +1,217 @@
+//! `KEEP`: leases the server renews itself while the holder's connection
+//! lives. The bookkeeping is `core::keep`; this file binds leases for the
+//! commands, renews what is due from one module timer (through the lease's
+//! kind, as an effect like any other change), and drops a connection's
+//! bindings when it closes. Bindings are neither persisted nor replicated:
+//! after a restart or a failover, held leases run out unless bound again.
+
+use std::cell::{Cell, RefCell};
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use redis_module::{raw, Context, ContextFlags, RedisString};
+
+use super::blocking;
+use super::info::{self, bump};
+use super::server::now_ms;
+use crate::core::error::Error;
+use crate::core::keep::Bindings;
+
+/// Renews one holder's lease on a key to `ttl` from `now`, only while it
+/// still holds the grant with `fence` (when given): `NOTHELD` otherwise.
+pub type Renew = fn(&Context, &RedisString, &[u8], i64, Option<u64>, i64) -> Result<(), Error>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lease {
+    db: i32,
+    key: Box<[u8]>,
+    holder: Box<[u8]>,
+}
+
+impl Lease {
+    fn of(ctx: &Context, name: &RedisString, holder: &[u8]) -> Lease {
+        Lease {
+            db: blocking::selected_db(ctx),
+            key: name.as_slice().into(),
+            holder: holder.into(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct How {
+    renew: Renew,
+    fence: Option<u64>,
+}
+
+/// Renewals per timer callback: a burst of due leases is spread over
+/// several event-loop turns instead of stalling one.
+const BATCH: usize = 1000;
+/// How soon to look again while writes are paused.
+const PAUSED_POLL_MS: i64 = 10;
+
+thread_local! {
+    static BOUND: RefCell<Bindings<Lease, How>> = RefCell::new(Bindings::default());
+    /// The armed timer: (id, fires at unix ms).
+    static TIMER: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
+}
+
+static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
+
+pub fn init(ctx: &Context) {
+    TIMER_CTX.store(blocking::detached_context(ctx), Ordering::Relaxed);
+    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client_change);
+}
+
+/// The connection a `KEEP` binds to; None without `KEEP`. A script has no
+/// connection of its own that could close, so `KEEP` is refused there.
+pub fn client(ctx: &Context, keep: bool) -> Result<Option<u64>, Error> {
+    if !keep {
+        return Ok(None);
+    }
+    // SAFETY: live context.
+    let id = unsafe { rm!(RedisModule_GetClientId)(ctx.ctx) };
+    if id == 0 || ctx.get_flags().contains(ContextFlags::LUA) {
+        return Err(Error::Invalid(
+            "KEEP needs a client connection, not a script",
+        ));
+    }
+    Ok(Some(id))
+}
+
+/// Binds the holder's lease on `name` (in the selected database) to
+/// `client`; the latest binding of a lease wins.
+pub fn bind(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    client: u64,
+    ttl_ms: i64,
+    renew: Renew,
+    fence: Option<u64>,
+) {
+    let now = now_ms();
+    let lease = Lease::of(ctx, name, holder);
+    let at = BOUND.with(|b| {
+        let mut b = b.borrow_mut();
+        b.bind(lease, client, ttl_ms, now, How { renew, fence });
+        b.next_due()
+    });
+    if let Some(at) = at {
+        arm(at);
+    }
+}
+
+/// The holder's last hold on `name` is gone: its binding ends.
+pub fn unbind(ctx: &Context, name: &RedisString, holder: &[u8]) {
+    if BOUND.with(|b| b.borrow().is_empty()) {
+        return;
+    }
+    let lease = Lease::of(ctx, name, holder);
+    BOUND.with(|b| b.borrow_mut().unbind(&lease));
+}
+
+pub fn is_bound(ctx: &Context, name: &RedisString, holder: &[u8]) -> bool {
+    if BOUND.with(|b| b.borrow().is_empty()) {
+        return false;
+    }
+    let lease = Lease::of(ctx, name, holder);
+    BOUND.with(|b| b.borrow().is_bound(&lease))
+}
+
+/// Bound leases (for `INFO`); -1 while busy.
+pub fn bound() -> i64 {
+    BOUND.with(|b| b.try_borrow().map_or(-1, |b| b.len() as i64))
+}
+
+/// This server became a replica: it renews nothing any more.
+pub fn clear() {
+    BOUND.with(|b| b.borrow_mut().clear());
+}
+
+fn arm(at: i64) {
+    let ctx = Context::new(TIMER_CTX.load(Ordering::Relaxed));
+    if ctx.ctx.is_null() {
+        return;
+    }
+    if let Some((id, when)) = TIMER.get() {
+        if when <= at {
+            return;
+        }
+        blocking::stop_timer(&ctx, id);
+    }
+    let id = blocking::start_timer(&ctx, at - now_ms(), fire);
+    TIMER.set(Some((id, at)));
+}
+
+unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    TIMER.set(None);
+    let ctx = Context::new(ctx);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| renew_due(&ctx)));
+}
+
+/// Renews what is due (at most `BATCH`), then re-arms for the next.
+fn renew_due(ctx: &Context) {
+    let now = now_ms();
+    if !blocking::is_master(ctx) {
+        return;
+    }
+    let due = BOUND.with(|b| b.borrow().due(now, BATCH));
+    if !blocking::may_write(ctx) {
+        // Paused or loading: the leases have two thirds of their ttl left.
+        BOUND.with(|b| {
+            let mut b = b.borrow_mut();
+            for id in due {
+                b.postpone(id, now + PAUSED_POLL_MS);
+            }
+        });
+    } else {
+        for id in due {
+            let Some((lease, ttl, how)) = BOUND.with(|b| {
+                let b = b.borrow();
+                b.get(id).map(|(l, x)| (l.clone(), x.ttl_ms, x.payload))
+            }) else {
+                continue;
+            };
+            let done = blocking::in_db(ctx, lease.db, || {
+                let name = RedisString::create_from_slice(ctx.ctx, &lease.key);
+                (how.renew)(ctx, &name, &lease.holder, ttl, how.fence, now)
+            });
+            BOUND.with(|b| match done {
+                Ok(()) => {
+                    bump(&info::KEEP_RENEWALS);
+                    b.borrow_mut().renewed(id, now);
+                }
+                Err(_) => {
+                    // The hold is gone (released elsewhere, deleted, ran
+                    // out while writes were paused): nothing to renew.
+                    bump(&info::KEEP_LOST);
+                    b.borrow_mut().remove(id);
+                }
+            });
+        }
+    }
+    if let Some(at) = BOUND.with(|b| b.borrow().next_due()) {
+        arm(at.max(now));
+    }
+}
+
+unsafe extern "C" fn on_client_change(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
+        return;
+    }
+    // SAFETY: for this event Redis passes a live RedisModuleClientInfo.
+    let Some(info) = (data as *const raw::RedisModuleClientInfo).as_ref() else {
+        return;
+    };
+    BOUND.with(|b| {
+        if let Ok(mut b) = b.try_borrow_mut() {
+            b.drop_client(info.id);
+        }
+    });
+}
