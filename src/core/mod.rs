@@ -13,5 +13,6 @@ pub mod queue;
 pub mod rwlock;
 pub mod semaphore;
 pub mod stored;
+pub mod syntax;
 pub mod waiters;
 pub mod waitgraph;

@@ -19,6 +19,7 @@ mod blocking;
 mod commands;
 mod commit;
 pub mod config;
+mod docs;
 pub mod events;
 mod fences;
 mod hooks;

@@ -118,6 +118,7 @@ pub fn register(ctx: &Context) -> Status {
         }
     }
     set_acl_categories(ctx);
+    super::docs::register(ctx);
     Status::Ok
 }
 
@@ -151,5 +152,23 @@ fn set_acl_categories(ctx: &Context) {
                 set(command, cats.as_ptr());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::COMMANDS;
+    use crate::glue::docs::documented;
+
+    #[test]
+    fn every_command_has_docs_and_every_doc_a_command() {
+        let mut names: Vec<_> = COMMANDS
+            .iter()
+            .map(|c| c.name.to_str().unwrap_or(""))
+            .collect();
+        let mut docs: Vec<_> = documented().collect();
+        names.sort();
+        docs.sort();
+        assert_eq!(names, docs);
     }
 }

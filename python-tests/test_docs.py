@@ -1,0 +1,180 @@
+"""SPEC: Observability — COMMAND DOCS describes every command (summary,
+since, complexity, arguments with their tokens). The test walks every
+command of the module, writes its documented arguments back as a syntax
+line and checks it against the SPEC's line for that command."""
+
+import pathlib
+import re
+
+import pytest
+import redis
+
+# The SPEC's headings (`### CMD args`), as the contract writes them. The
+# internal effect commands are not in the SPEC; their lines are the
+# README's.
+SYNTAX = {
+    "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms] [KEEP]",
+    "lock.reenter": "key holder ttl-ms [KEEP]",
+    "lock.release": "key holder",
+    "lock.extend": "key holder ttl-ms [KEEP]",
+    "lock.info": "key",
+    "lock.macquire": "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP]",
+    "lock.mrelease": "numkeys key [key ...] holder",
+    "lock.waitfor": "key holder ttl-ms",
+    "lock.graph": "",
+    "sem.acquire": "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]",
+    "sem.release": "key holder [PERMITS n]",
+    "sem.extend": "key holder ttl-ms [PERMITS n] [KEEP]",
+    "sem.info": "key",
+    "rwlock.acquire": "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]",
+    "rwlock.release": "key holder READ|WRITE",
+    "rwlock.extend": "key holder ttl-ms [KEEP]",
+    "rwlock.info": "key",
+    "padlock.lockset": "key holder count fence deadline-ms",
+    "padlock.semset": "key holder limit permits deadline-ms",
+    "padlock.rwset": "key holder reads writes fence deadline-ms",
+}
+
+SPEC = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "SPEC.md"
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def as_dict(flat):
+    if isinstance(flat, dict):
+        return {text(k): v for k, v in flat.items()}
+    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def render(args):
+    out = []
+    for raw in args:
+        a = as_dict(raw)
+        kind, name = text(a["type"]), text(a["name"])
+        flags = [text(f) for f in a.get("flags", [])]
+        token = text(a["token"]) if "token" in a else None
+        if kind == "pure-token":
+            body = token
+        elif kind == "oneof":
+            body = "|".join(text(as_dict(c)["token"]) for c in a["arguments"])
+        else:
+            body = f"{token} {name}" if token else name
+        if "multiple" in flags:
+            body = f"{body} [{name} ...]"
+        out.append(f"[{body}]" if "optional" in flags else body)
+    return " ".join(out)
+
+
+def raw(r, *args):
+    """A reply without redis-py's parsing (it reads every COMMAND reply as
+    plain COMMAND's)."""
+    c = redis.Connection(port=r.connection_pool.connection_kwargs["port"])
+    try:
+        c.send_command(*args)
+        return c.read_response()
+    finally:
+        c.disconnect()
+
+
+def module_commands(r):
+    names = raw(r, "COMMAND", "LIST", "FILTERBY", "MODULE", "padlock")
+    return sorted(text(n) for n in names)
+
+
+def test_every_command_is_documented_as_the_spec_writes_it(r):
+    assert module_commands(r) == sorted(SYNTAX)
+    for name, line in SYNTAX.items():
+        docs = as_dict(raw(r, "COMMAND", "DOCS", name)[1])
+        assert text(docs["summary"]) and text(docs["since"]) == "1.0.0", name
+        assert text(docs["complexity"]).startswith("O("), name
+        assert text(docs["group"]) == "module" and text(docs["module"]) == "padlock"
+        assert render(docs.get("arguments", [])) == line, name
+
+
+def test_syntax_lines_match_the_spec_file():
+    if not SPEC.exists():
+        pytest.skip("../shared/SPEC.md is not beside this checkout")
+    spec = SPEC.read_text()
+    headings = dict(re.findall(r"^### ([A-Z]+\.[A-Z]+) ?(.*)$", spec, re.M))
+    # The KEEP section adds `[KEEP]` to these; their own headings predate it.
+    keep = spec[spec.index("## Keep-alive leases"):spec.index("## Deadlock detection")]
+    for name, line in SYNTAX.items():
+        if name.startswith("padlock."):
+            continue
+        want = headings[name.upper()]
+        if f"`{name.upper()}`" in keep and "[KEEP]" not in want:
+            want += " [KEEP]"
+        assert want == line, name
+
+
+def test_arity_and_key_specs(r):
+    info = {text(c[0]): c for c in raw(r, "COMMAND", "INFO", *SYNTAX)}
+    for name, line in SYNTAX.items():
+        required = 1 + len([w for w in line.split() if not w.startswith("[") and not w.endswith("]")])
+        variable = "[" in line
+        assert info[name][1] == (-required if variable else required), name
+    # numkeys commands keep their own key lookup (cluster routing), and
+    # describe it as a keynum spec.
+    assert raw(r, "COMMAND", "GETKEYS", "LOCK.MACQUIRE", 3, "a", "b", "c", "h", 1) == [b"a", b"b", b"c"]
+    spec = as_dict(info["lock.macquire"][8][0])
+    assert text(as_dict(spec["find_keys"])["type"]) == "keynum"
+
+
+def test_server_checks_arity_with_the_usual_error(r):
+    with pytest.raises(Exception, match="wrong number of arguments for 'rwlock.release' command"):
+        r.execute_command("RWLOCK.RELEASE", "k", "h")
+
+
+def cli_hint(cli, port, typed):
+    """What an interactive CLI shows after `typed`: the line with its hint."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
+        os.environ["TERM"] = "xterm"
+        os.execvp(cli, [cli, "-p", str(port)])
+
+    def read(seconds):
+        out, end = b"", time.time() + seconds
+        while time.time() < end:
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                out += chunk
+                if b"\x1b[6n" in chunk:  # the CLI asks where the cursor is
+                    os.write(fd, b"\x1b[1;1R")
+        return out
+
+    try:
+        read(1.5)
+        os.write(fd, typed.encode())
+        out = read(1.0).decode(errors="replace")
+        os.write(fd, b"\x03")
+        read(0.2)
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    frames = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", f) for f in out.split("\r")]
+    return [f for f in frames if "> " in f][-1].split("> ", 1)[1]
+
+
+def test_cli_argument_hints_come_from_the_docs(server):
+    import shutil
+    cli = shutil.which("redis-cli")
+    if not cli:
+        pytest.skip("no redis-cli")
+    assert cli_hint(cli, server.port, "RWLOCK.ACQUIRE ") == \
+        "RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]"
+    assert cli_hint(cli, server.port, "SEM.ACQUIRE s h 3 100 ") == \
+        "SEM.ACQUIRE s h 3 100 [PERMITS n] [BLOCK timeout-ms] [KEEP]"
