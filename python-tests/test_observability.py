@@ -102,3 +102,16 @@ def test_command_flags(r):
     assert {"write", "denyoom", "fast"} <= flags["lock.acquire"]
     assert {"readonly", "fast"} <= flags["lock.info"]
     assert "write" in flags["lock.macquire"]
+
+
+def test_metrics_script_for_redis_exporter(r):
+    """deploy/padlock-metrics.lua, as redis_exporter's --script runs it
+    (EVAL script 0 0), returns every INFO padlock field as key/value."""
+    import pathlib
+    script = (pathlib.Path(__file__).resolve().parent.parent / "deploy" / "padlock-metrics.lua").read_text()
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 5000)
+    flat = r.eval(script, 0, 0)
+    got = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+    info = {k: v for k, v in r.info("padlock").items()}
+    assert set(got) == set(info)
+    assert got["padlock_locks"] == 1 and got["padlock_acquired"] == info["padlock_acquired"]
