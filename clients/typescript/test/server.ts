@@ -1,0 +1,67 @@
+// A real server with the module, on a free loopback port, for the tests.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Redis } from "ioredis";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+const SO = process.env.PADLOCK_SO ?? join(ROOT, "target/release/libpadlock.so");
+const BINARY = process.env.PADLOCK_SERVER ?? "redis-server";
+
+function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, "127.0.0.1", () => {
+      const address = s.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** True when a server answers PING on `port`. */
+function pong(port: number): Promise<boolean> {
+  return new Promise((ok) => {
+    const sock = connect({ port, host: "127.0.0.1" }, () => sock.write("PING\r\n"));
+    sock.once("data", (d) => {
+      sock.destroy();
+      ok(d.toString().startsWith("+PONG"));
+    });
+    sock.once("error", () => ok(false));
+  });
+}
+
+export class TestServer {
+  private constructor(
+    readonly port: number,
+    private readonly proc: ChildProcess,
+    private readonly dir: string,
+  ) {}
+
+  static async start(extra: string[] = []): Promise<TestServer> {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), "padlock-ts-"));
+    const proc = spawn(BINARY, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir,
+      "--save", "", "--appendonly", "no", "--loadmodule", SO, ...extra], { stdio: "ignore" });
+    const server = new TestServer(port, proc, dir);
+    for (let i = 0; i < 500; i++) {
+      if (await pong(port)) return server;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error("server did not start");
+  }
+
+  ioredis(): Redis {
+    return new Redis({ port: this.port, host: "127.0.0.1" });
+  }
+
+  async stop(): Promise<void> {
+    this.proc.kill("SIGKILL");
+    await new Promise((r) => this.proc.once("exit", r));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
