@@ -9,7 +9,8 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::redis_module;
 
 use glue::config::{
-    MAX_HOLDER_LEN, MAX_HOLDER_LEN_CEILING, MAX_TTL_MS, MAX_TTL_MS_CEILING, RESTART_GRACE,
+    MAX_HOLDER_LEN, MAX_HOLDER_LEN_CEILING, MAX_TTL_MS, MAX_TTL_MS_CEILING, MAX_WAITERS,
+    MAX_WAITERS_CEILING, MAX_WAITERS_PER_KEY, RESTART_GRACE,
 };
 
 // Commands are registered in `init` from the one command table
@@ -28,6 +29,8 @@ redis_module! {
         i64: [
             ["max-ttl-ms", &MAX_TTL_MS, 86_400_000, 1, MAX_TTL_MS_CEILING, ConfigurationFlags::DEFAULT, None],
             ["max-holder-len", &MAX_HOLDER_LEN, 512, 1, MAX_HOLDER_LEN_CEILING, ConfigurationFlags::DEFAULT, None],
+            ["max-waiters-per-key", &MAX_WAITERS_PER_KEY, 10_000, 1, MAX_WAITERS_CEILING, ConfigurationFlags::DEFAULT, None],
+            ["max-waiters", &MAX_WAITERS, 100_000, 1, MAX_WAITERS_CEILING, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             ["restart-grace-ms", &RESTART_GRACE, "0", ConfigurationFlags::DEFAULT, None],

@@ -38,6 +38,8 @@ pub enum Error {
     Deadlock(Vec<Vec<u8>>),
     /// The restart grace is still running.
     TryAgain,
+    /// Too many clients wait: on this key (`Some(key)`), or on the server.
+    TooManyWaiters { key: Option<Vec<u8>>, limit: i64 },
 }
 
 impl Error {
@@ -75,6 +77,13 @@ impl Error {
                 }
                 out
             }
+            Error::TooManyWaiters { key: Some(k), limit } => format!(
+                "ERR too many waiters: {limit} clients already wait for '{}' (padlock.max-waiters-per-key)",
+                escape(k)
+            ),
+            Error::TooManyWaiters { key: None, limit } => format!(
+                "ERR too many waiters: {limit} clients already wait on this server (padlock.max-waiters)"
+            ),
             Error::TryAgain => {
                 "TRYAGAIN restart grace is running, a holder from before the restart or failover may still be working"
                     .to_string()

@@ -14,7 +14,7 @@ pub type WaiterId = u64;
 /// Ids of ordinary waiters count up from here; waiters let in at the front
 /// (`push_front`) count down from just below it, so each key's queue stays
 /// ordered by id.
-const FRONT: WaiterId = 1 << 40;
+pub const FRONT: WaiterId = 1 << 40;
 
 #[derive(Debug)]
 pub struct Queues<K, T> {
@@ -62,6 +62,14 @@ impl<K: Hash + Eq + Clone, T> Queues<K, T> {
     /// The waiters on `key`, first in line first.
     pub fn queue(&self, key: &K) -> impl Iterator<Item = WaiterId> + '_ {
         self.by_key.get(key).into_iter().flatten().copied()
+    }
+
+    /// The waiters on `key` queued before id `before`, nearest first.
+    pub fn ahead(&self, key: &K, before: WaiterId) -> impl Iterator<Item = WaiterId> + '_ {
+        self.by_key
+            .get(key)
+            .into_iter()
+            .flat_map(move |q| q.range(..before).rev().copied())
     }
 
     /// Takes a waiter out of every queue it is in.
@@ -144,6 +152,17 @@ mod tests {
         let up = q.push_front("k", ());
         assert_eq!(q.head(&"k"), Some(up));
         assert_eq!(q.queue(&"k").collect::<Vec<_>>(), vec![up, a]);
+        let b = q.push(vec!["k"], ());
+        assert_eq!(
+            q.ahead(&"k", b).collect::<Vec<_>>(),
+            vec![a, up],
+            "nearest first"
+        );
+        assert_eq!(
+            q.ahead(&"k", FRONT).collect::<Vec<_>>(),
+            vec![up],
+            "the front only"
+        );
         q.remove(up);
         assert_eq!(q.head(&"k"), Some(a));
     }

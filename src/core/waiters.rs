@@ -60,9 +60,9 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
         id
     }
 
-    /// The waiters on `key`, first in line first.
-    pub fn queue(&self, key: &K) -> impl Iterator<Item = WaiterId> + '_ {
-        self.queues.queue(key)
+    /// The waiters on `key` queued before id `before`, nearest first.
+    pub fn ahead(&self, key: &K, before: WaiterId) -> impl Iterator<Item = WaiterId> + '_ {
+        self.queues.ahead(key, before)
     }
 
     /// Takes a waiter out of every index.

@@ -10,6 +10,11 @@ use crate::core::grace::Grace;
 
 pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(86_400_000);
 pub static MAX_HOLDER_LEN: AtomicI64 = AtomicI64::new(512);
+/// Most clients blocked on one key, and on the whole server: a wait past
+/// either is refused with an error instead of growing without bound.
+pub static MAX_WAITERS_PER_KEY: AtomicI64 = AtomicI64::new(10_000);
+pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(100_000);
+pub const MAX_WAITERS_CEILING: i64 = 100_000_000;
 
 /// Bounds for the settings themselves: a ttl up to about 34 years, a holder
 /// up to 64 KiB.

@@ -22,6 +22,8 @@ pub static RW_EXPIRED_HOLDERS: AtomicU64 = AtomicU64::new(0);
 pub static KEEP_RENEWALS: AtomicU64 = AtomicU64::new(0);
 pub static KEEP_LOST: AtomicU64 = AtomicU64::new(0);
 pub static DEADLOCKS: AtomicU64 = AtomicU64::new(0);
+/// Deadlock checks that met more of the graph than their budget.
+pub static DEADLOCK_CHECKS_TOO_BIG: AtomicU64 = AtomicU64::new(0);
 pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 

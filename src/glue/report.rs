@@ -48,6 +48,7 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
         ("keep_renewals", c(&KEEP_RENEWALS)),
         ("keep_lost", c(&KEEP_LOST)),
         ("deadlocks", c(&DEADLOCKS)),
+        ("deadlock_checks_too_big", c(&DEADLOCK_CHECKS_TOO_BIG)),
         ("timeouts", c(&TIMEOUTS)),
         ("handoffs", c(&HANDOFFS)),
         ("last_fence", fences::last() as i64),

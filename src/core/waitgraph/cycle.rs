@@ -67,25 +67,46 @@ impl Held {
     }
 }
 
-/// The cycle `waiter, key, holder, key, ..., waiter` that `waiter` waiting
-/// for `key` would close, if any. `waits_for(h)`: the keys holder `h`
-/// waits for now; `held(h, k)`: whom `h`'s request on `k` waits for (for
-/// the new request too: `held(waiter, key)`).
+/// What a check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found<K> {
+    /// The cycle `waiter, key, holder, key, ..., waiter`.
+    Cycle(Vec<Node<K>>),
+    Clear,
+    /// More of the graph is reachable than `budget` allows looking at: no
+    /// answer (the wait is allowed; timeouts remain the guard).
+    TooBig,
+}
+
+/// Whether `waiter` waiting for `keys` (one request: stuck if any of its
+/// keys is) would close a cycle. `waits_for(h)`: the keys holder `h` waits
+/// for now; `held(h, k)`: whom `h`'s request on `k` waits for (for the new
+/// request too: `held(waiter, k)`). At most `budget` requests are read.
 pub fn find_cycle<K: Hash + Eq + Clone>(
     waiter: &[u8],
-    key: &K,
+    keys: &[K],
     mut waits_for: impl FnMut(&[u8]) -> Vec<K>,
     mut held: impl FnMut(&[u8], &K) -> Held,
-) -> Option<Vec<Node<K>>> {
+    budget: usize,
+) -> Found<K> {
     // 1. Read what is reachable from the new request.
-    let first = held(waiter, key);
+    let first: Vec<(K, Held)> = keys.iter().map(|k| (k.clone(), held(waiter, k))).collect();
+    let mut read = first.len();
     let mut edges: HashMap<Vec<u8>, Vec<(K, Held)>> = HashMap::new();
-    let mut todo: Vec<Vec<u8>> = first.holders().cloned().collect();
+    let mut todo: Vec<Vec<u8>> = first
+        .iter()
+        .flat_map(|(_, h)| h.holders().cloned())
+        .collect();
     while let Some(x) = todo.pop() {
         if x == waiter || edges.contains_key(&x) {
             continue;
         }
-        let mine: Vec<(K, Held)> = waits_for(&x)
+        let ks = waits_for(&x);
+        read += ks.len();
+        if read > budget {
+            return Found::TooBig;
+        }
+        let mine: Vec<(K, Held)> = ks
             .into_iter()
             .map(|k| {
                 let h = held(&x, &k);
@@ -102,7 +123,12 @@ pub fn find_cycle<K: Hash + Eq + Clone>(
     let mut round: HashMap<&[u8], (usize, usize)> = HashMap::new();
     round.insert(waiter, (0, 0));
     let mut r = 0;
-    while !first.stuck(|h| round.contains_key(h)) {
+    let stuck_first = |round: &HashMap<&[u8], (usize, usize)>| {
+        first
+            .iter()
+            .position(|(_, h)| h.stuck(|y| round.contains_key(y)))
+    };
+    while stuck_first(&round).is_none() {
         r += 1;
         let mut newly = vec![];
         for (x, mine) in &edges {
@@ -117,7 +143,7 @@ pub fn find_cycle<K: Hash + Eq + Clone>(
             }
         }
         if newly.is_empty() {
-            return None;
+            return Found::Clear;
         }
         for (x, i) in newly {
             round.insert(x, (r, i));
@@ -132,15 +158,26 @@ pub fn find_cycle<K: Hash + Eq + Clone>(
             .min_by_key(|(_, (r, _))| *r)
             .map(|(y, (r, _))| (*y, *r))
     };
+    let Some(i) = stuck_first(&round) else {
+        return Found::Clear;
+    };
+    let (key, h) = &first[i];
     let mut path = vec![Node::Holder(waiter.to_vec()), Node::Key(key.clone())];
-    let (mut at, mut r) = earliest(&first)?;
+    let Some((mut at, mut r)) = earliest(h) else {
+        return Found::Clear;
+    };
     loop {
         path.push(Node::Holder(at.to_vec()));
         if r == 0 {
-            return Some(path);
+            return Found::Cycle(path);
         }
-        let (k, h) = &edges.get(at)?[round[at].1];
+        let Some((k, h)) = edges.get(at).and_then(|m| m.get(round[at].1)) else {
+            return Found::Clear;
+        };
         path.push(Node::Key(k.clone()));
-        (at, r) = earliest(h).filter(|(_, next)| *next < r)?;
+        match earliest(h).filter(|(_, next)| *next < r) {
+            Some(next) => (at, r) = next,
+            None => return Found::Clear,
+        }
     }
 }

@@ -15,7 +15,7 @@ mod tests;
 use std::collections::HashMap;
 use std::hash::Hash;
 
-pub use cycle::{find_cycle, Held};
+pub use cycle::{find_cycle, Found, Held};
 
 /// What a request needs of a key: to be alone with it, or to share it
 /// with other sharing requests (readers of a read-write lock). Requests
@@ -150,6 +150,39 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
             .filter(|e| e.live(now_ms))
             .map(|e| e.key.clone())
             .collect()
+    }
+
+    /// The keys `holder` waits for now, each with its first blocked
+    /// client's waiter id (None: a declared wait).
+    pub fn waits_for_by(&self, holder: &[u8], now_ms: i64) -> Vec<(K, Option<u64>)> {
+        let mut out: Vec<(K, Option<u64>)> = vec![];
+        let mut at: HashMap<&K, usize> = HashMap::new();
+        for e in self
+            .edges
+            .get(holder)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.live(now_ms))
+        {
+            let id = match e.source {
+                Source::Blocked(id) => Some(id),
+                Source::Declared => None,
+            };
+            match at.get(&e.key) {
+                Some(&i) => {
+                    let have = &mut out[i].1;
+                    *have = match (*have, id) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                None => {
+                    at.insert(&e.key, out.len());
+                    out.push((e.key.clone(), id));
+                }
+            }
+        }
+        out
     }
 
     /// Live edges, holder by holder.

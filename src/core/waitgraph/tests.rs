@@ -2,6 +2,20 @@ use super::*;
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
 
+/// One key, a generous budget: the cycle, if any.
+fn fc<K: std::hash::Hash + Eq + Clone>(
+    waiter: &[u8],
+    key: &K,
+    waits_for: impl FnMut(&[u8]) -> Vec<K>,
+    held: impl FnMut(&[u8], &K) -> Held,
+) -> Option<Vec<Node<K>>> {
+    match find_cycle(waiter, std::slice::from_ref(key), waits_for, held, 1 << 20) {
+        Found::Cycle(c) => Some(c),
+        Found::Clear => None,
+        Found::TooBig => panic!("budget"),
+    }
+}
+
 fn h(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
@@ -24,9 +38,9 @@ fn two_party_deadlock() {
         "a2" => Held::all(vec![h("t2")]),
         _ => Held::free(),
     };
-    let cycle = find_cycle(b"t1", &"a2", |x| g.waits_for(x, 0), held).unwrap();
+    let cycle = fc(b"t1", &"a2", |x| g.waits_for(x, 0), held).unwrap();
     assert_eq!(names(&cycle), ["t1", "a2", "t2", "a1", "t1"]);
-    assert!(find_cycle(b"t3", &"a2", |x| g.waits_for(x, 0), held).is_none());
+    assert!(fc(b"t3", &"a2", |x| g.waits_for(x, 0), held).is_none());
 }
 
 #[test]
@@ -40,10 +54,10 @@ fn three_party_and_expiry() {
         "c" => Held::all(vec![h("t1")]),
         _ => Held::free(),
     };
-    let cycle = find_cycle(b"t1", &"a", |x| g.waits_for(x, 50), held).unwrap();
+    let cycle = fc(b"t1", &"a", |x| g.waits_for(x, 50), held).unwrap();
     assert_eq!(names(&cycle), ["t1", "a", "t2", "b", "t3", "c", "t1"]);
     assert!(
-        find_cycle(b"t1", &"a", |x| g.waits_for(x, 100), held).is_none(),
+        fc(b"t1", &"a", |x| g.waits_for(x, 100), held).is_none(),
         "edges expired"
     );
     assert_eq!(g.len(50), 2);
@@ -61,11 +75,11 @@ fn semaphore_or_wait() {
         _ => Held::free(),
     };
     assert!(
-        find_cycle(b"t1", &"sem", |x| g.waits_for(x, 0), held_one_free).is_none(),
+        fc(b"t1", &"sem", |x| g.waits_for(x, 0), held_one_free).is_none(),
         "t3 can still finish and free a permit"
     );
     g.add_blocked(b"t3", "lock", 2, None);
-    let cycle = find_cycle(b"t1", &"sem", |x| g.waits_for(x, 0), held_one_free).unwrap();
+    let cycle = fc(b"t1", &"sem", |x| g.waits_for(x, 0), held_one_free).unwrap();
     assert_eq!(names(&cycle)[..3], ["t1", "sem", "t2"]);
 }
 
@@ -108,6 +122,31 @@ fn held_for(
     for (y, ky, s) in &edges[..ahead] {
         if *ky == k && *y != x && !(shares && *s) {
             all.push(*y);
+        }
+    }
+    (all, any)
+}
+
+/// The glue's cheaper rule: only the nearest conflicting request ahead,
+/// and when that one shares (a reader), the readers just before it.
+fn held_nearest(
+    edges: &[RawEdge],
+    keys: &HashMap<u8, (u8, Vec<u8>)>,
+    x: u8,
+    k: u8,
+    shares: bool,
+    ahead: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    let (mut all, any) = held_for(edges, keys, x, k, shares, 0);
+    let before: Vec<&RawEdge> = edges[..ahead]
+        .iter()
+        .filter(|(y, ky, _)| *ky == k && *y != x)
+        .collect();
+    let mut it = before.iter().rev().skip_while(|(_, _, s)| shares && *s);
+    if let Some((y, _, s)) = it.next() {
+        all.push(*y);
+        if *s {
+            all.extend(it.take_while(|(_, _, s)| *s).map(|(y, _, _)| *y));
         }
     }
     (all, any)
@@ -177,8 +216,22 @@ proptest! {
             let v = |hs: Vec<u8>| hs.into_iter().map(|h| vec![h]).collect();
             Held { all: v(all), any: v(any) }
         };
-        let got = find_cycle(&[waiter], &key, |x| if x == [waiter] { vec![] } else { g.waits_for(x, 0) }, lookup);
+        let got = fc(&[waiter], &key, |x| if x == [waiter] { vec![] } else { g.waits_for(x, 0) }, lookup);
         prop_assert_eq!(got.is_some(), brute(&edges, &keys, waiter, key, shares));
+        // Waiting for the nearest conflicting group ahead finds the same.
+        let nearest = |x: &[u8], k: &u8| {
+            let (s, ahead) = if x == [waiter] && *k == key {
+                (shares, edges.len())
+            } else {
+                let i = edges.iter().position(|(y, ky, _)| [*y] == x && ky == k).unwrap();
+                (edges[i].2, i)
+            };
+            let (all, any) = held_nearest(&edges, &keys, x[0], *k, s, ahead);
+            let v = |hs: Vec<u8>| hs.into_iter().map(|h| vec![h]).collect();
+            Held { all: v(all), any: v(any) }
+        };
+        let cheap = fc(&[waiter], &key, |x| if x == [waiter] { vec![] } else { g.waits_for(x, 0) }, nearest);
+        prop_assert_eq!(cheap.is_some(), got.is_some());
         if let Some(path) = got {
             // A real path: waiter, key, one it waits for, key that one waits for, ... waiter.
             prop_assert_eq!(&path[0], &Node::Holder(vec![waiter]));
@@ -194,4 +247,29 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn several_keys_and_a_budget() {
+    let mut g = WaitGraph::default();
+    g.add_blocked(b"t2", "a", 1, None);
+    let held = |_: &[u8], k: &&str| match *k {
+        "a" => Held::all(vec![h("t1")]),
+        "b" => Held::all(vec![h("t2")]),
+        _ => Held::free(),
+    };
+    // t1 asks for c and b at once: stuck through b.
+    match find_cycle(b"t1", &["c", "b"], |x| g.waits_for(x, 0), held, 100) {
+        Found::Cycle(c) => assert_eq!(names(&c), ["t1", "b", "t2", "a", "t1"]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        find_cycle(b"t1", &["c", "b"], |x| g.waits_for(x, 0), held, 2),
+        Found::TooBig,
+        "three requests to read, two allowed"
+    );
+    assert_eq!(
+        find_cycle(b"t3", &["c"], |x| g.waits_for(x, 0), held, 100),
+        Found::Clear
+    );
 }

@@ -115,11 +115,14 @@ pub fn try_macquire(
     let Some(steps) = decided else {
         return Ok(None);
     };
-    let mut out = Vec::with_capacity(steps.len());
-    for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
-        commit(ctx, name, key, effect, grant_note(&grant, holder));
-        out.push(grant.fence);
-    }
+    let out = waiting::batch(ctx, || {
+        let mut out = Vec::with_capacity(steps.len());
+        for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
+            commit(ctx, name, key, effect, grant_note(&grant, holder));
+            out.push(grant.fence);
+        }
+        out
+    });
     Ok(Some(out))
 }
 
@@ -173,21 +176,23 @@ pub fn mrelease(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<V
         let ns: Vec<&[u8]> = names.iter().map(|k| k.as_slice()).collect();
         lock::mrelease(&ns, &cur, holder)?
     };
-    let mut out = Vec::with_capacity(steps.len());
-    for ((count, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
-        commit(
-            ctx,
-            name,
-            key,
-            effect,
-            Note::new(&info::RELEASED, Some(c"lock.release")),
-        );
-        if count == 0 {
-            keep::unbind(ctx, name, holder);
+    Ok(waiting::batch(ctx, || {
+        let mut out = Vec::with_capacity(steps.len());
+        for ((count, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
+            commit(
+                ctx,
+                name,
+                key,
+                effect,
+                Note::new(&info::RELEASED, Some(c"lock.release")),
+            );
+            if count == 0 {
+                keep::unbind(ctx, name, holder);
+            }
+            out.push(count);
         }
-        out.push(count);
-    }
-    Ok(out)
+        out
+    }))
 }
 
 /// Resets the lease; during the restart grace a holder that lost the lock
@@ -279,6 +284,18 @@ pub fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> R
     Ok(())
 }
 
+/// True as soon as one of `names` is held by someone else: a waiter for
+/// many keys is refused after reading as few as it takes.
+fn held_by_another(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<bool, Error> {
+    for name in names {
+        let mut key = Key::read(ctx, name);
+        if key.lock()?.is_some_and(|l| *l.holder != *holder) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// `LOCK.ACQUIRE ... BLOCK` (one key, replied with its fence) and
 /// `LOCK.MACQUIRE ... BLOCK` (all keys at once, replied with an array).
 struct Locks {
@@ -308,6 +325,7 @@ impl Want for Locks {
         now: i64,
     ) -> Result<Option<Granted>, Error> {
         let fences = match (self.multi, names) {
+            (true, _) if held_by_another(ctx, names, holder)? => None,
             (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
             (false, [name]) => {
                 try_acquire(ctx, name, holder, self.ttl_ms, now)?.map(|g| vec![g.fence])

@@ -1,6 +1,9 @@
 //! The deadlock check against live keys, and the bodies of `LOCK.WAITFOR`
 //! and `LOCK.GRAPH`. The rule itself is `core::waitgraph::find_cycle`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::super::blocking;
@@ -9,7 +12,8 @@ use super::super::key::Key;
 use super::super::server::now_ms;
 use super::state::{self, KeyId, Want};
 use crate::core::error::Error;
-use crate::core::waitgraph::{find_cycle, Held, Need, Node};
+use crate::core::queue::{WaiterId, FRONT};
+use crate::core::waitgraph::{find_cycle, Found, Held, Need, Node};
 
 /// Who holds `name` now (in the selected database).
 pub fn held_now(ctx: &Context, name: &RedisString, now: i64) -> Result<Held, Error> {
@@ -20,8 +24,8 @@ pub fn held_now(ctx: &Context, name: &RedisString, now: i64) -> Result<Held, Err
 /// Which request of a holder on a key the check looks at.
 #[derive(Clone, Copy)]
 pub enum Request<'a> {
-    /// Its first request queued there.
-    Queued,
+    /// Its first request queued there, with this waiter id.
+    Queued(u64),
     /// One about to be queued (behind everyone, or behind those at the
     /// front when it `jumps_queue`).
     New(&'a dyn Want),
@@ -36,28 +40,58 @@ fn held_at(ctx: &Context, key: &KeyId, now: i64) -> Held {
     })
 }
 
+/// The requests ahead that `x`'s request (needing `need`) waits for, from
+/// `ahead` (nearest first): the nearest conflicting one, and when that one
+/// shares (a reader), the readers just before it. Those wait for whoever is
+/// ahead of them in turn, so the chain covers the rest of the queue (a
+/// property test checks this finds what waiting for every request ahead
+/// finds), and a check reads a request or two per key and waiter, never a
+/// whole queue.
+fn nearest_ahead(
+    ahead: impl Iterator<Item = (Vec<u8>, Need)>,
+    x: &[u8],
+    need: Need,
+) -> Vec<Vec<u8>> {
+    let mut it = ahead
+        .filter(|(h, _)| h.as_slice() != x)
+        .skip_while(|(_, n)| !n.conflicts(need));
+    let Some((h, n)) = it.next() else {
+        return vec![];
+    };
+    let mut out = vec![h];
+    if n == Need::Shared {
+        out.extend(it.take_while(|(_, n)| *n == Need::Shared).map(|(h, _)| h));
+    }
+    out
+}
+
 /// Whom `x`'s request on `key` waits for: the holders it cannot share the
 /// key with, and the conflicting requests queued ahead of it (`req` says
-/// which of `x`'s requests is meant; one queued or declared is looked up).
+/// which of `x`'s requests is meant: `Queued(id)` names its waiter).
 fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Held {
     let (need, ahead) = state::with(|s| {
-        let mut ahead = vec![];
-        for id in s.waiters.queue(key) {
-            let Some((_, e)) = s.waiters.get(id) else {
-                continue;
-            };
-            let (holder, want) = (&e.payload.holder, &e.payload.want);
-            match req {
-                Request::Queued if holder.as_slice() == x => return (want.need(), ahead),
-                Request::New(n) if n.jumps_queue() && !want.jumps_queue() => break,
-                Request::Declared => break,
-                _ => ahead.push((holder.clone(), want.need())),
+        let (need, before) = match req {
+            Request::Declared => return (Need::Exclusive, vec![]),
+            Request::New(want) => {
+                let before = if want.jumps_queue() {
+                    FRONT
+                } else {
+                    WaiterId::MAX
+                };
+                (want.need(), before)
             }
-        }
-        match req {
-            Request::New(want) => (want.need(), ahead),
-            _ => (Need::Exclusive, vec![]),
-        }
+            Request::Queued(id) => {
+                let Some(want) = s.waiters.get(id).map(|(_, e)| &e.payload.want) else {
+                    return (Need::Exclusive, vec![]);
+                };
+                (want.need(), id)
+            }
+        };
+        let ahead = s.waiters.ahead(key, before).filter_map(|id| {
+            let w = &s.waiters.get(id)?.1.payload;
+            Some((w.holder.clone(), w.want.need()))
+        });
+        (need, nearest_ahead(ahead, x, need))
     });
     let mut held = blocking::in_db(ctx, key.db, || {
         let name = key.name(ctx);
@@ -67,12 +101,7 @@ fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Hel
             .flatten()
             .map_or_else(Held::free, |v| v.held_for(x, need, now))
     });
-    held.all.extend(
-        ahead
-            .into_iter()
-            .filter(|(h, n)| h.as_slice() != x && n.conflicts(need))
-            .map(|(h, _)| h),
-    );
+    held.all.extend(ahead);
     held
 }
 
@@ -88,35 +117,61 @@ fn render(cycle: Vec<Node<KeyId>>) -> Error {
     )
 }
 
-/// `Err(DEADLOCK ...)` when `holder` waiting for `key` with `req` (`New`
-/// or `Declared`) would close a cycle. Keys are read between short
-/// borrows of the state, never during one.
+/// Requests a check may read before it gives up: cycles worth reporting
+/// are short, and a check must stay cheap however large the graph.
+const BUDGET: usize = 1024;
+
+/// `Err(DEADLOCK ...)` when `holder` waiting for `keys` (one request) with
+/// `req` (`New` or `Declared`) would close a cycle. Keys are read between
+/// short borrows of the state, never during one. A check too large for its
+/// budget lets the wait go ahead (and is counted).
 pub fn check(
     ctx: &Context,
     holder: &[u8],
-    key: &KeyId,
+    keys: &[KeyId],
     req: Request,
     now: i64,
 ) -> Result<(), Error> {
-    let cycle = find_cycle(
+    // The waiter id of each request read, noted as the edges are read.
+    let ids: RefCell<HashMap<(Vec<u8>, KeyId), u64>> = RefCell::default();
+    let found = find_cycle(
         holder,
-        key,
-        |h| state::with(|s| s.graph.waits_for(h, now)),
+        keys,
+        |h| {
+            let by = state::with(|s| s.graph.waits_for_by(h, now));
+            let mut ids = ids.borrow_mut();
+            by.into_iter()
+                .map(|(k, id)| {
+                    if let Some(id) = id {
+                        ids.insert((h.to_vec(), k.clone()), id);
+                    }
+                    k
+                })
+                .collect()
+        },
         |x, k| {
-            let req = if x == holder && k == key {
+            let req = if x == holder && keys.contains(k) {
                 req
             } else {
-                Request::Queued
+                match ids.borrow().get(&(x.to_vec(), k.clone())) {
+                    Some(id) => Request::Queued(*id),
+                    None => Request::Declared,
+                }
             };
             waits_on(ctx, x, k, req, now)
         },
+        BUDGET + keys.len(),
     );
-    match cycle {
-        Some(c) => {
+    match found {
+        Found::Cycle(c) => {
             info::bump(&info::DEADLOCKS);
             Err(render(c))
         }
-        None => Ok(()),
+        Found::Clear => Ok(()),
+        Found::TooBig => {
+            info::bump(&info::DEADLOCK_CHECKS_TOO_BIG);
+            Ok(())
+        }
     }
 }
 
@@ -136,7 +191,13 @@ pub fn waitfor(
         state::with(|s| s.graph.acquired(holder, &key));
         return Ok(RedisValue::Integer(0));
     }
-    check(ctx, holder, &key, Request::Declared, now)?;
+    check(
+        ctx,
+        holder,
+        std::slice::from_ref(&key),
+        Request::Declared,
+        now,
+    )?;
     state::with(|s| s.graph.declare(holder, key, now + ttl_ms));
     Ok(RedisValue::Integer(1))
 }

@@ -5,6 +5,7 @@
 //! may free it.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 
 use redis_module::Context;
 
@@ -17,12 +18,19 @@ use super::clients;
 use super::recover::Undo;
 use super::state::{self, KeyId};
 use super::timer;
+use crate::core::queue::WaiterId;
 
 thread_local! {
     /// Set while `serve` grants: a grant's own commit step only notes the
     /// keys it wrote, and `serve` looks at them when it is done.
     static SERVING: Cell<bool> = const { Cell::new(false) };
     static TOUCHED: RefCell<Vec<KeyId>> = const { RefCell::new(Vec::new()) };
+    /// Set while a command changes many keys (`batch`): the keys it wrote,
+    /// served once each when it is done, not after every single write.
+    static BATCH: RefCell<Option<Vec<KeyId>>> = const { RefCell::new(None) };
+    /// Waiters whose grant was refused in this serving pass: the other keys
+    /// they wait on need not ask them again.
+    static TRIED: RefCell<HashSet<WaiterId>> = RefCell::new(HashSet::new());
 }
 
 /// Inside `serve`: notes a key a grant wrote. False outside.
@@ -32,6 +40,38 @@ pub fn note_touched(key: &KeyId) -> bool {
     }
     TOUCHED.with(|t| t.borrow_mut().push(key.clone()));
     true
+}
+
+/// Inside `batch`: notes a key written. False outside.
+pub fn note_batched(key: &KeyId) -> bool {
+    BATCH.with(|b| match &mut *b.borrow_mut() {
+        Some(keys) => {
+            keys.push(key.clone());
+            true
+        }
+        None => false,
+    })
+}
+
+/// Runs `f`, a change of many keys, serving their waiters once when it is
+/// done: a waiter that needs all of them is then asked once, not once per
+/// key written.
+pub fn batch<R>(ctx: &Context, f: impl FnOnce() -> R) -> R {
+    if SERVING.get() || BATCH.with(|b| b.borrow().is_some()) {
+        return f();
+    }
+    BATCH.with(|b| *b.borrow_mut() = Some(Vec::new()));
+    let result = f();
+    let mut keys = BATCH.with(|b| b.borrow_mut().take()).unwrap_or_default();
+    let mut seen = HashSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
+    for key in &keys {
+        if state::with(|s| s.waiters.has_waiters(key)) {
+            serve_pass(ctx, key);
+        }
+    }
+    TRIED.with(|t| t.borrow_mut().clear());
+    result
 }
 
 /// Wakes, with nil, every waiter whose BLOCK timeout has come.
@@ -57,6 +97,13 @@ pub fn time_out(now: i64) {
 /// Grants the head of `key`'s queue while it can be granted (a semaphore
 /// may serve several waiters in a row), then re-times the keys touched.
 pub fn serve(ctx: &Context, key: &KeyId) {
+    serve_pass(ctx, key);
+    if BATCH.with(|b| b.borrow().is_none()) {
+        TRIED.with(|t| t.borrow_mut().clear());
+    }
+}
+
+fn serve_pass(ctx: &Context, key: &KeyId) {
     if !blocking::is_master(ctx) {
         return;
     }
@@ -76,7 +123,13 @@ pub fn serve(ctx: &Context, key: &KeyId) {
 }
 
 fn grant_heads(ctx: &Context, key: &KeyId) {
-    while let Some(id) = state::with(|s| s.waiters.head(key).filter(|id| s.waiters.ready(*id))) {
+    // A head refused earlier in this pass is not asked again (and not even
+    // checked for being first everywhere, which costs a lookup per key it
+    // waits on).
+    while let Some(id) = state::with(|s| s.waiters.head(key))
+        .filter(|id| !TRIED.with(|t| t.borrow().contains(id)))
+        .filter(|id| state::with(|s| s.waiters.ready(*id)))
+    {
         if state::with(|s| s.waiters.get(id).and_then(|(_, e)| e.timeout_at))
             .is_some_and(|t| t <= now_ms())
         {
@@ -99,7 +152,10 @@ fn grant_heads(ctx: &Context, key: &KeyId) {
         });
         let (reply, take_back) = match outcome {
             Ok(Some(g)) => (g.reply, Some(g.take_back)),
-            Ok(None) => break,
+            Ok(None) => {
+                TRIED.with(|t| t.borrow_mut().insert(id));
+                break;
+            }
             Err(crate::core::error::Error::TryAgain) => {
                 // The restart grace is running: serve when it ends.
                 if let Some(end) = config::grace_ends(want.ttl_ms()) {

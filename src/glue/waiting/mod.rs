@@ -28,6 +28,7 @@ use std::rc::Rc;
 use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::blocking;
+use super::config;
 use super::hooks;
 use super::server::now_ms;
 use crate::core::error::Error;
@@ -80,10 +81,18 @@ pub fn after_write(ctx: &Context, name: &RedisString) {
         return;
     }
     let key = KeyId::of(ctx, name);
-    if !state::with(|s| s.waiters.has_waiters(&key)) || handoff::note_touched(&key) {
+    if !state::with(|s| s.waiters.has_waiters(&key))
+        || handoff::note_touched(&key)
+        || handoff::note_batched(&key)
+    {
         return;
     }
     handoff::serve(ctx, &key);
+}
+
+/// Runs a change of many keys, serving their waiters once at its end.
+pub fn batch<R>(ctx: &Context, f: impl FnOnce() -> R) -> R {
+    handoff::batch(ctx, f)
 }
 
 /// Blocks the client on `names` (all in the selected database), behind
@@ -98,14 +107,17 @@ pub fn wait(
     let now = now_ms();
     let db = blocking::selected_db(ctx);
     let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();
+    check_bounds(&keys)?;
+    // A key of a multi-key request that the holder alone already holds is
+    // no wait (semaphore permits it holds still are: more may never come).
+    let mut waits = Vec::with_capacity(keys.len());
     for (key, name) in keys.iter().zip(names) {
-        // A key of a multi-key request that the holder alone already
-        // holds is no wait (semaphore permits it holds still are: more of
-        // them may never come).
-        let held = deadlock::held_now(ctx, name, now)?;
-        if !held.only(holder) {
-            deadlock::check(ctx, holder, key, deadlock::Request::New(&*want), now)?;
+        if !deadlock::held_now(ctx, name, now)?.only(holder) {
+            waits.push(key.clone());
         }
+    }
+    if !waits.is_empty() {
+        deadlock::check(ctx, holder, &waits, deadlock::Request::New(&*want), now)?;
     }
     let want_first = want.jumps_queue();
     let handle = clients::block(ctx);
@@ -136,6 +148,28 @@ pub fn wait(
         handoff::refresh(ctx, k);
     }
     Ok(RedisValue::NoReply)
+}
+
+/// Refuses a wait past `max-waiters-per-key` or `max-waiters`.
+fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let per_key = config::MAX_WAITERS_PER_KEY.load(Relaxed);
+    let total = config::MAX_WAITERS.load(Relaxed);
+    state::with(|s| {
+        if s.waiters.waiting() as i64 >= total {
+            return Err(Error::TooManyWaiters {
+                key: None,
+                limit: total,
+            });
+        }
+        match keys.iter().find(|k| s.waiters.len(k) as i64 >= per_key) {
+            Some(k) => Err(Error::TooManyWaiters {
+                key: Some(k.name.clone()),
+                limit: per_key,
+            }),
+            None => Ok(()),
+        }
+    })
 }
 
 pub use deadlock::{graph, waitfor};
