@@ -1,0 +1,153 @@
+"""Fuzz on a fixed seed: random padlock commands with random arguments and
+byte strings against a live server. The server must never crash, and a
+command answered with an error must leave every key as it was (only the
+leases' own expiry may change things meanwhile). `make test` runs it for a
+few seconds per server; `PADLOCK_FUZZ_SECONDS` makes it longer (`make
+torture` does)."""
+
+import os
+import random
+import time
+
+import redis
+
+SECONDS = float(os.environ.get("PADLOCK_FUZZ_SECONDS", "3"))
+KEYS = [b"k0", b"k1", b"k2", b"{t}k3"]
+COMMANDS = [
+    "LOCK.ACQUIRE", "LOCK.REENTER", "LOCK.RELEASE", "LOCK.EXTEND", "LOCK.INFO",
+    "LOCK.MACQUIRE", "LOCK.MRELEASE", "LOCK.WAITFOR", "LOCK.GRAPH",
+    "SEM.ACQUIRE", "SEM.RELEASE", "SEM.EXTEND", "SEM.INFO",
+    "RWLOCK.ACQUIRE", "RWLOCK.RELEASE", "RWLOCK.EXTEND", "RWLOCK.INFO",
+    "PADLOCK.LOCKSET", "PADLOCK.SEMSET", "PADLOCK.RWSET",
+]
+TOKENS = [b"BLOCK", b"PERMITS", b"KEEP", b"READ", b"WRITE", b"read", b"keep", b"NOPE", b""]
+
+
+def value(rng):
+    kind = rng.randrange(9)
+    if kind == 0:
+        return rng.choice(KEYS)
+    if kind == 1:
+        return rng.choice([b"h1", b"h2", b"h3"])
+    if kind == 2:
+        return str(rng.choice([0, 1, 2, 3, 5, 100, 60000, -1, 2**31, 2**53, 2**63 - 1])).encode()
+    if kind == 3:
+        return str(rng.randrange(-10, 100000)).encode()
+    if kind == 4:
+        return rng.choice([b"9" * 30, b"1.5", b"+5", b" 7", b"0x10", b"-", b"", b"1e3"])
+    if kind == 5:
+        return rng.choice(TOKENS)
+    if kind == 6:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 12)))
+    if kind == 7:
+        return b"x" * rng.choice([511, 512, 513, 70000])
+    return rng.choice([b"\r\n", b"\x00", b"h\x00\r\n"])
+
+
+def shaped(rng):
+    """A well-formed command (one argument sometimes spoiled), so that
+    state builds up and the deeper paths run too."""
+    k, h = rng.choice(KEYS), rng.choice([b"h1", b"h2", b"h3"])
+    ttl = str(rng.choice([50, 500, 60000])).encode()
+    mode = rng.choice([b"READ", b"WRITE"])
+    options = [[], [b"KEEP"], [b"BLOCK", b"5"]]
+    name, args = rng.choice([
+        ("LOCK.ACQUIRE", [k, h, ttl, *rng.choice(options)]),
+        ("LOCK.RELEASE", [k, h]),
+        ("LOCK.EXTEND", [k, h, ttl]),
+        ("LOCK.REENTER", [k, h, ttl]),
+        ("SEM.ACQUIRE", [k, h, b"3", ttl, b"PERMITS", rng.choice([b"1", b"2", b"4"]), *rng.choice(options)]),
+        ("SEM.RELEASE", [k, h, *rng.choice([[], [b"PERMITS", b"1"]])]),
+        ("SEM.EXTEND", [k, h, ttl]),
+        ("RWLOCK.ACQUIRE", [k, h, mode, ttl, *rng.choice(options)]),
+        ("RWLOCK.RELEASE", [k, h, mode]),
+        ("RWLOCK.EXTEND", [k, h, ttl]),
+        ("LOCK.MACQUIRE", [b"2", b"k0", b"k1", h, ttl]),
+        ("LOCK.MRELEASE", [b"2", b"k0", b"k1", h]),
+        ("LOCK.WAITFOR", [k, h, ttl]),
+    ])
+    if rng.random() < 0.5:
+        args[rng.randrange(len(args))] = value(rng)
+    return name, short_blocks(rng, args)
+
+
+def command(rng):
+    if rng.random() < 0.6:
+        return shaped(rng)
+    name = rng.choice(COMMANDS)
+    args = [value(rng) for _ in range(rng.randrange(0, 9))]
+    if rng.random() < 0.5 and args:
+        args[0] = rng.choice(KEYS)  # aim at the keys that are watched
+    if name in ("LOCK.MACQUIRE", "LOCK.MRELEASE") and rng.random() < 0.5:
+        n = rng.randrange(1, 4)
+        args = [str(n).encode(), *rng.sample(KEYS, n), *args]
+    # Never wait long: a BLOCK gets a short timeout (or stays malformed).
+    return name, short_blocks(rng, args)
+
+
+def short_blocks(rng, args):
+    for i, a in enumerate(args[:-1]):
+        if a.upper() == b"BLOCK":
+            args[i + 1] = str(rng.randrange(1, 20)).encode()
+    return args
+
+
+def view(r, key):
+    """The key as its *.INFO shows it, without the ticking ttl; and the
+    shortest lease left (a change by expiry is no error's doing)."""
+    t = r.type(key)
+    if t == b"none":
+        return None, None
+    info = {
+        b"pdlk-lock": "LOCK.INFO", b"pdlk-sema": "SEM.INFO", b"pdlk-rwlk": "RWLOCK.INFO",
+    }.get(t)
+    if info is None:
+        return (t, r.dump(key)), None
+    raw = r.execute_command(info, key)
+    if raw is None:
+        return (t, None), 0
+    d = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    pttl = r.pttl(key)
+    if t == b"pdlk-lock":
+        return (t, d[b"holder"], d[b"count"], d[b"fence"]), pttl
+    holders = d[b"holders"]
+    hs = {holders[i]: tuple(holders[i + 1][:-1]) for i in range(0, len(holders), 2)}
+    least = min([holders[i + 1][-1] for i in range(0, len(holders), 2)] + [pttl])
+    return (t, tuple(sorted(hs.items()))), least
+
+
+def test_fuzz(server):
+    rng = random.Random(2026)
+    r = server.client(socket_timeout=10)
+    fuzz = server.client(socket_timeout=10)
+    # A key of another type among them, for WRONGTYPE paths.
+    r.set(b"{t}k3", b"plain")
+    deadline = time.time() + SECONDS
+    n = errors = checked = 0
+    while time.time() < deadline:
+        name, args = command(rng)
+        before = {k: view(r, k) for k in KEYS}
+        try:
+            fuzz.execute_command(name, *args)
+            failed = False
+        except redis.ResponseError:
+            failed = True
+        except redis.ConnectionError:
+            assert server.alive(), server.tail()
+            fuzz = server.client(socket_timeout=10)
+            failed = False
+        n += 1
+        if failed:
+            errors += 1
+            for k in KEYS:
+                (was, least) = before[k]
+                if least is not None and least < 2000:
+                    continue  # a lease may have run out meanwhile
+                now, _ = view(r, k)
+                assert now == was, f"{name} {args!r} failed yet changed {k!r}: {was} -> {now}"
+                checked += 1
+        if n % 200 == 0:
+            assert server.alive(), server.tail()
+    print(f"fuzz: {n} commands, {errors} errors, {checked} key checks after errors")
+    assert server.alive() and r.ping()
+    assert n > 100 and errors > 10
