@@ -6,7 +6,7 @@ PORT    ?= 6379
 VENV    := .venv
 PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 
-.PHONY: all deps build run test compat test-container lint bench soak chaos clean
+.PHONY: all deps build run test compat test-container torture lint bench soak chaos clean
 
 all: build
 
@@ -56,6 +56,13 @@ compat: build
 # bases made here, with a private Docker daemon; needs root.
 test-container: build
 	scripts/test-container.sh
+
+# Faults on purpose (Sentinel failovers, kill -9, SIGSTOP past a lease,
+# client kills) with a checker; then a longer fuzz. A few minutes.
+torture: build
+	@scripts/deps.sh --python
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/torture.py
+	PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) $(PYTEST)/test_fuzz.py -s
 
 lint: deps
 	@scripts/deps.sh --python
