@@ -10,19 +10,13 @@ import redis
 
 from conftest import wait_blocked, wait_for
 from test_durability import start_pair
+from test_semaphores import holders_info
 
 
 def rinfo(r, key):
-    raw = r.execute_command("RWLOCK.INFO", key)
-    if raw is None:
+    out = holders_info(r, "RWLOCK.INFO", key)
+    if out is None:
         return None
-    if isinstance(raw, list):
-        raw = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
-    out = {k.decode() if isinstance(k, bytes) else k: v for k, v in raw.items()}
-    h = out["holders"]
-    if isinstance(h, list):
-        h = {h[i]: h[i + 1] for i in range(0, len(h), 2)}
-    out["holders"] = {k: list(v) for k, v in h.items()}
     if isinstance(out["mode"], bytes):
         out["mode"] = out["mode"].decode()
     return out

@@ -10,8 +10,10 @@ from conftest import wait_for
 from test_durability import start_pair
 
 
-def sinfo(r, key):
-    raw = r.execute_command("SEM.INFO", key)
+def holders_info(r, command, key):
+    """SEM.INFO / RWLOCK.INFO as a dict (RESP2 or RESP3), `holders` as a
+    dict of lists; None for an absent key."""
+    raw = r.execute_command(command, key)
     if raw is None:
         return None
     if isinstance(raw, list):
@@ -22,6 +24,10 @@ def sinfo(r, key):
         h = {h[i]: h[i + 1] for i in range(0, len(h), 2)}
     out["holders"] = {k: list(v) for k, v in h.items()}
     return out
+
+
+def sinfo(r, key):
+    return holders_info(r, "SEM.INFO", key)
 
 
 def test_acquire_within_limit(r):
