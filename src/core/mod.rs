@@ -8,6 +8,7 @@ pub mod error;
 pub mod fence;
 pub mod grace;
 pub mod keep;
+pub mod leases;
 pub mod lock;
 pub mod queue;
 pub mod rwlock;

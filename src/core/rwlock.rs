@@ -15,10 +15,10 @@
 //! state), which is also what replicas and the AOF apply.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::Error;
 use super::fence::FenceCounter;
+use super::leases::{self, Leases};
 
 /// Most holds of one mode per holder: replies carry counts as signed 64-bit.
 pub const MAX_HOLDS: u64 = i64::MAX as u64;
@@ -37,11 +37,15 @@ pub struct Entry {
     pub deadline_ms: i64,
 }
 
+impl leases::Leased for Entry {
+    fn deadline_ms(&self) -> i64 {
+        self.deadline_ms
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RwLock {
-    holders: BTreeMap<Box<[u8]>, Entry>,
-    /// (deadline, holder) for every holder: earliest first, for expiry.
-    by_deadline: BTreeSet<(i64, Box<[u8]>)>,
+    holders: Leases<Entry>,
     /// The holder with write holds, if any (then it is the only holder).
     writer: Option<Box<[u8]>>,
 }
@@ -107,11 +111,11 @@ impl RwLock {
     }
 
     pub fn holder(&self, holder: &[u8]) -> Option<Entry> {
-        self.holders.get(holder).copied()
+        self.holders.get(holder)
     }
 
     pub fn holders(&self) -> impl Iterator<Item = (&[u8], Entry)> {
-        self.holders.iter().map(|(h, e)| (&**h, *e))
+        self.holders.iter()
     }
 
     pub fn writer(&self) -> Option<&[u8]> {
@@ -119,38 +123,31 @@ impl RwLock {
     }
 
     pub fn latest_deadline(&self) -> Option<i64> {
-        self.by_deadline.iter().next_back().map(|(d, _)| *d)
+        self.holders.latest_deadline()
     }
 
     pub fn earliest_deadline(&self) -> Option<i64> {
-        self.by_deadline.iter().next().map(|(d, _)| *d)
+        self.holders.earliest_deadline()
     }
 
     /// Applies an effect decided here or received from the master.
     pub fn apply(&mut self, e: &Effect) {
         let h: &[u8] = &e.holder;
-        if let Some(old) = self.holders.remove(h) {
-            self.by_deadline.remove(&(old.deadline_ms, h.into()));
-        }
+        let holds = e.reads > 0 || e.writes > 0;
+        self.holders.set(h, holds.then(|| e.entry()));
         if self.writer.as_deref() == Some(h) {
             self.writer = None;
-        }
-        if e.reads == 0 && e.writes == 0 {
-            return;
         }
         if e.writes > 0 {
             self.writer = Some(h.into());
         }
-        self.holders.insert(h.into(), e.entry());
-        self.by_deadline.insert((e.deadline_ms, h.into()));
     }
 
     /// Holders whose lease ended by `now_ms`, as effects that remove them.
     pub fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
-        self.by_deadline
-            .iter()
-            .take_while(|(deadline, _)| *deadline <= now_ms)
-            .map(|(_, h)| Effect {
+        self.holders
+            .ended(now_ms)
+            .map(|h| Effect {
                 holder: Cow::Owned(h.to_vec()),
                 reads: 0,
                 writes: 0,
@@ -246,9 +243,9 @@ impl RwLock {
         Ok(Effect::set(holder, Entry { deadline_ms, ..e }))
     }
 
-    /// Live holders (lease still running), and who among them writes.
+    /// Holders whose lease still runs at `now_ms`.
     pub fn live(&self, now_ms: i64) -> impl Iterator<Item = (&[u8], Entry)> {
-        self.holders().filter(move |(_, e)| e.deadline_ms > now_ms)
+        self.holders.live(now_ms)
     }
 }
 

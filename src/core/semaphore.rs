@@ -11,10 +11,9 @@
 //! replicas and the AOF apply, so nothing is ever decided twice. A refused
 //! request returns no effect and so changes nothing.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::error::Error;
+use super::leases::{self, Leases};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
@@ -22,13 +21,17 @@ pub struct Entry {
     pub deadline_ms: i64,
 }
 
+impl leases::Leased for Entry {
+    fn deadline_ms(&self) -> i64 {
+        self.deadline_ms
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Semaphore {
     limit: u64,
     used: u64,
-    holders: BTreeMap<Box<[u8]>, Entry>,
-    /// (deadline, holder) for every holder: earliest first, for expiry.
-    by_deadline: BTreeSet<(i64, Box<[u8]>)>,
+    holders: Leases<Entry>,
     /// Re-created by `SEM.EXTEND` during the restart grace: the limit is
     /// the permits re-created so far, until a `SEM.ACQUIRE` sets it.
     recreated: bool,
@@ -96,21 +99,21 @@ impl Semaphore {
     }
 
     pub fn holder(&self, holder: &[u8]) -> Option<Entry> {
-        self.holders.get(holder).copied()
+        self.holders.get(holder)
     }
 
     pub fn holders(&self) -> impl Iterator<Item = (&[u8], Entry)> {
-        self.holders.iter().map(|(h, e)| (&**h, *e))
+        self.holders.iter()
     }
 
     /// The key's expiry: the latest holder deadline.
     pub fn latest_deadline(&self) -> Option<i64> {
-        self.by_deadline.iter().next_back().map(|(d, _)| *d)
+        self.holders.latest_deadline()
     }
 
     /// The earliest holder deadline: when permits next return by themselves.
     pub fn earliest_deadline(&self) -> Option<i64> {
-        self.by_deadline.iter().next().map(|(d, _)| *d)
+        self.holders.earliest_deadline()
     }
 
     /// Applies an effect decided here or received from the master.
@@ -123,29 +126,21 @@ impl Semaphore {
     }
 
     pub(crate) fn set_holder(&mut self, holder: &[u8], permits: u64, deadline_ms: i64) {
-        if let Some(old) = self.holders.remove(holder) {
+        let entry = (permits > 0).then_some(Entry {
+            permits,
+            deadline_ms,
+        });
+        if let Some(old) = self.holders.set(holder, entry) {
             self.used -= old.permits;
-            self.by_deadline.remove(&(old.deadline_ms, holder.into()));
         }
-        if permits > 0 {
-            self.used += permits;
-            self.holders.insert(
-                holder.into(),
-                Entry {
-                    permits,
-                    deadline_ms,
-                },
-            );
-            self.by_deadline.insert((deadline_ms, holder.into()));
-        }
+        self.used += permits;
     }
 
     /// Holders whose lease ended by `now_ms`, as effects that remove them.
     pub fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
-        self.by_deadline
-            .iter()
-            .take_while(|(deadline, _)| *deadline <= now_ms)
-            .map(|(_, h)| Effect {
+        self.holders
+            .ended(now_ms)
+            .map(|h| Effect {
                 holder: Cow::Owned(h.to_vec()),
                 limit: self.limit,
                 permits: 0,
@@ -227,8 +222,7 @@ impl Semaphore {
     pub fn view(&self, now_ms: i64) -> View {
         let holders: Vec<_> = self
             .holders
-            .iter()
-            .filter(|(_, e)| e.deadline_ms > now_ms)
+            .live(now_ms)
             .map(|(h, e)| (h.to_vec(), e.permits, e.deadline_ms - now_ms))
             .collect();
         let used = holders.iter().map(|h| h.1).sum::<u64>();
@@ -376,7 +370,7 @@ mod tests {
                 }
                 prop_assert!(s.used() <= limit);
                 prop_assert_eq!(s.used(), s.holders().map(|(_, e)| e.permits).sum::<u64>());
-                prop_assert_eq!(s.by_deadline.len(), s.holders.len());
+                prop_assert!(s.holders.consistent());
                 prop_assert!(s.holders().all(|(_, e)| e.permits > 0));
             }
         }

@@ -176,7 +176,7 @@ proptest! {
                 prop_assert_eq!(l.writer(), None);
             }
             prop_assert!(l.holders().all(|(_, e)| e.reads + e.writes > 0));
-            prop_assert_eq!(l.by_deadline.len(), l.holders.len());
+            prop_assert!(l.holders.consistent());
         }
     }
 }

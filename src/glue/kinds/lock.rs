@@ -259,6 +259,10 @@ pub fn keep_held(
     client: Option<u64>,
     ttl_ms: i64,
 ) {
+    // Without `KEEP` (the usual case) the key is not read again.
+    if client.is_none() {
+        return;
+    }
     let fence = {
         let mut key = Key::read(ctx, name);
         match key.lock() {
