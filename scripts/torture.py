@@ -153,7 +153,7 @@ def check(sections, ttl_ms):
     """Overlaps, fences backwards (on one master, and across masters, as a
     split brain after a failover makes them), and grants lost: a release
     answered NOTHELD before the lease could have run out."""
-    overlaps = split = backwards = across = lost = 0
+    overlaps = split = backwards = across = lost = again = 0
     by_key = {}
     for s in sections:
         by_key.setdefault(s["key"], []).append(s)
@@ -171,15 +171,23 @@ def check(sections, ttl_ms):
                     split += 1
                 if os.environ.get("PADLOCK_TORTURE_SHOW") and overlaps + split <= 5:
                     print("overlap:", json.dumps(inside[-1]), "\n     and", json.dumps(s))
-            if key != SEM and i and s["fence"] <= ss[i - 1]["fence"]:
-                if s["master"] == ss[i - 1]["master"]:
+            prev = ss[i - 1] if i else None
+            if key != SEM and prev and s["fence"] == prev["fence"] and s["holder"] == prev["holder"]:
+                # The same holder again with the same fence: its release was
+                # refused (READONLY after a failover, NOREPLICAS) or never
+                # answered, so it still held the lock and re-entered it.
+                again += 1
+            elif key != SEM and prev and s["fence"] <= prev["fence"]:
+                if os.environ.get("PADLOCK_TORTURE_SHOW"):
+                    print("backwards:", json.dumps(prev), "\n      then", json.dumps(s))
+                if s["master"] == prev["master"]:
                     backwards += 1
                 else:
                     across += 1
         for s in ss:
             if s["released"] is False and (s["answered"] - s["start"]) * 1000 < ttl_ms * 0.9:
                 lost += 1
-    return overlaps, split, backwards, across, lost
+    return overlaps, split, backwards, across, lost, again
 
 
 def run(grace, seconds, seed, min_replicas=0):
@@ -263,7 +271,7 @@ def run(grace, seconds, seed, min_replicas=0):
                     continue  # a worker killed mid-line
                 if rec["kind"] != "done":
                     sections.append(rec)
-    overlaps, split, backwards, across, lost = check(sections, TTL)
+    overlaps, split, backwards, across, lost, again = check(sections, TTL)
     time.sleep(TTL / 1000 + 0.5)
     try:
         mc = redis.Redis(port=master().port, socket_timeout=5)
@@ -282,7 +290,7 @@ def run(grace, seconds, seed, min_replicas=0):
         "overlaps_one_master": overlaps, "overlaps_two_masters": split,
         "fences_backwards_same_master": backwards,
         "fences_backwards_across_masters": across, "grants_lost": lost,
-        "workers_hung": hung, "left_blocked_edges_values": leftover, "faults": faults,
+        "reentered_after_refused_release": again, "workers_hung": hung, "left_blocked_edges_values": leftover, "faults": faults,
     }
 
 
@@ -293,7 +301,7 @@ def main():
     for k in ["seconds", "sections", "lock_sections", "sem_sections", "overlaps_one_master",
               "overlaps_two_masters",
               "fences_backwards_same_master", "fences_backwards_across_masters", "grants_lost",
-              "workers_hung", "left_blocked_edges_values"]:
+              "reentered_after_refused_release", "workers_hung", "left_blocked_edges_values"]:
         print(f"| {k} | " + " | ".join(str(r[k]) for r in results) + " |")
     for r in results:
         print(f"faults (grace {r['grace']}, min-replicas {r['min_replicas']}): "

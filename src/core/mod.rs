@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod cluster;
 pub mod error;
 pub mod fence;
 pub mod grace;

@@ -80,6 +80,11 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
         Some((keys, e))
     }
 
+    /// Every waiter, in no particular order.
+    pub fn ids(&self) -> Vec<WaiterId> {
+        self.by_handle.values().copied().collect()
+    }
+
     pub fn by_handle(&self, handle: usize) -> Option<WaiterId> {
         self.by_handle.get(&handle).copied()
     }

@@ -57,5 +57,6 @@ unsafe extern "C" fn on_role_changed(
         // A replica renews nothing: bound leases run out on the new master
         // unless their holders bind them there again.
         keep::clear();
+        waiting::demoted();
     }
 }

@@ -26,6 +26,9 @@ pub static DEADLOCKS: AtomicU64 = AtomicU64::new(0);
 pub static DEADLOCK_CHECKS_TOO_BIG: AtomicU64 = AtomicU64::new(0);
 pub static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
+/// Waiters answered with a redirect or `UNBLOCKED`, ungranted: their key's
+/// slot moved, or this master became a replica.
+pub static TURNED_AWAY: AtomicU64 = AtomicU64::new(0);
 
 /// Values alive in memory (created minus freed), all databases.
 pub static LOCKS: AtomicI64 = AtomicI64::new(0);

@@ -51,6 +51,7 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
         ("deadlock_checks_too_big", c(&DEADLOCK_CHECKS_TOO_BIG)),
         ("timeouts", c(&TIMEOUTS)),
         ("handoffs", c(&HANDOFFS)),
+        ("turned_away", c(&TURNED_AWAY)),
         ("last_fence", fences::last() as i64),
     ]
 }

@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
 
 use redis_module::Context;
 
@@ -19,6 +20,7 @@ use super::recover::Undo;
 use super::state::{self, KeyId};
 use super::timer;
 use crate::core::queue::WaiterId;
+use crate::core::waiters::Entry;
 
 thread_local! {
     /// Set while `serve` grants: a grant's own commit step only notes the
@@ -76,20 +78,49 @@ pub fn batch<R>(ctx: &Context, f: impl FnOnce() -> R) -> R {
 
 /// Wakes, with nil, every waiter whose BLOCK timeout has come.
 pub fn time_out(now: i64) {
-    let gone = state::with(|s| {
-        let due = s.waiters.timed_out(now);
-        let mut gone = Vec::with_capacity(due.len());
-        for id in due {
-            if let Some((keys, e)) = s.waiters.take(id) {
-                s.graph.remove_blocked(&e.payload.holder, id);
-                gone.push((keys, e.payload));
-            }
+    let due = state::with(|s| s.waiters.timed_out(now));
+    dismiss(due, &Reply::Nil, &info::TIMEOUTS);
+}
+
+/// Answers every waiter on `key` with `reply`, ungranted: its slot is no
+/// longer this node's to grant.
+pub fn turn_away(key: &KeyId, reply: &Reply) {
+    let mut ids = Vec::new();
+    state::with(|s| {
+        while let Some(id) = s.waiters.head(key) {
+            ids.extend(s.waiters.take(id).map(|taken| (id, taken)));
         }
-        gone
     });
-    for (keys, w) in gone {
-        info::bump(&info::TIMEOUTS);
-        clients::wake(w.handle, Reply::Nil, None);
+    wake_all(ids, reply, &info::TURNED_AWAY);
+}
+
+/// Answers every waiter with `reply`, ungranted (this node stopped being a
+/// master: like Redis' own blocked clients, they are told at once).
+pub fn turn_away_all(reply: &Reply) {
+    let ids = state::with(|s| s.waiters.ids());
+    dismiss(ids, reply, &info::TURNED_AWAY);
+}
+
+fn dismiss(ids: Vec<WaiterId>, reply: &Reply, counter: &AtomicU64) {
+    let taken = state::with(|s| {
+        ids.into_iter()
+            .filter_map(|id| Some((id, s.waiters.take(id)?)))
+            .collect()
+    });
+    wake_all(taken, reply, counter);
+}
+
+type Taken = (WaiterId, (Vec<KeyId>, Entry<state::Waiter>));
+
+fn wake_all(taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
+    state::with(|s| {
+        for (id, (_, e)) in &taken {
+            s.graph.remove_blocked(&e.payload.holder, *id);
+        }
+    });
+    for (_, (keys, e)) in taken {
+        info::bump(counter);
+        clients::wake(e.payload.handle, reply.clone(), None);
         timer::note(keys.into_iter().map(|k| k.name));
     }
 }

@@ -18,6 +18,7 @@ mod clients;
 mod deadlock;
 mod handoff;
 mod recover;
+mod slots;
 mod state;
 mod timer;
 
@@ -27,7 +28,7 @@ use std::rc::Rc;
 
 use redis_module::{raw, Context, RedisString, RedisValue};
 
-use super::blocking;
+use super::blocking::{self, Reply};
 use super::config;
 use super::hooks;
 use super::server::now_ms;
@@ -203,6 +204,18 @@ unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     clients::guarded(|| on_timer(&Context::new(ctx)));
 }
 
+/// Redis' own words to a blocked client when its master turns replica.
+const UNBLOCKED: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+
+/// This master became a replica: its waiters are answered at the next
+/// timer (not from the role-change event, which may come mid-command).
+pub fn demoted() {
+    if !state::nobody_waits() {
+        timer::arm(now_ms());
+    }
+}
+
 /// How often the timer looks again while writes are paused.
 const PAUSED_POLL_MS: i64 = 10;
 
@@ -211,6 +224,8 @@ fn on_timer(ctx: &Context) {
     let now = now_ms();
     handoff::time_out(now);
     if !blocking::is_master(ctx) {
+        // Demoted: like Redis' own blocked clients, waiters are told now.
+        handoff::turn_away_all(&Reply::Error(UNBLOCKED.to_owned()));
         return;
     }
     if !blocking::may_write(ctx) {
@@ -228,8 +243,12 @@ fn on_timer(ctx: &Context) {
         s.waiters
             .due_keys(now, |k| pending.all || names.contains(&k.name))
     });
+    let mut slots = slots::Slots::default();
     for key in &due {
-        handoff::serve(ctx, key);
+        match slots.redirect(ctx, key) {
+            Some(to) => handoff::turn_away(key, &Reply::Error(to)),
+            None => handoff::serve(ctx, key),
+        }
     }
     if let Some(at) = state::with(|s| s.waiters.next_event()) {
         timer::arm(at);
