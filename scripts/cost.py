@@ -1,20 +1,21 @@
-"""Server cost per command: instructions inside Redis' `call()` counted by
-callgrind (repeatable to a fraction of a percent, whatever else the machine
-does), for padlock's hot commands and for `SET key v NX PX` on the same
-server binary, in the same run.
+"""Server cost per command, for `make bench`: padlock's hot commands next to
+`SET key v NX PX` (and Redisson's reentrant Lua script) on the same server
+binary, in the same run, alone or with AOF on and a replica attached.
 
-Each case fills what it needs first (for example the locks a release
-frees), then callgrind's counters are zeroed, the measured commands run
-pipelined on distinct keys, and the counters are dumped: the dump holds
-only the measured commands, and only what runs inside `call()`
-(`--toggle-collect=call`), so parsing and networking are left out.
+- Instructions per call: callgrind counting only inside Redis' `call()`
+  (`--toggle-collect=call`: parsing and networking left out), zeroed
+  after each case's fill and dumped after its 20,000 measured commands.
+  Repeatable to a fraction of a percent whatever else the machine does.
+- Requests per second at pipeline 16, from `examples/load.rs`: every
+  command on its own key in sequence, so a release frees a lock that is
+  really held (redis-benchmark's random keys collide).
 
     python scripts/cost.py [server-binary] [--top N]   # one table, and where the instructions go
 """
 
 import glob
+import hashlib
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -24,30 +25,38 @@ import time
 
 import redis
 
-from harness import SO
+from harness import ROOT, SO
 
-N = 20_000
-BATCH = 16
+LOAD = ROOT / "target/release/examples/load"
+CALLS = 20_000
 
-# name -> (fill commands, measured commands), each a function of i.
-CASES = {
-    "SET NX PX": (None, lambda i: ["SET", f"k:{i}", "v", "NX", "PX", "5000"]),
-    "LOCK.ACQUIRE (fresh)": (None, lambda i: ["LOCK.ACQUIRE", f"k:{i}", "holder", "5000"]),
-    "LOCK.ACQUIRE (reentrant)": (
-        lambda i: ["LOCK.ACQUIRE", f"k:{i}", "holder", "5000"],
-        lambda i: ["LOCK.ACQUIRE", f"k:{i}", "holder", "5000"]),
-    "LOCK.RELEASE": (
-        lambda i: ["LOCK.ACQUIRE", f"k:{i}", "holder", "60000"],
-        lambda i: ["LOCK.RELEASE", f"k:{i}", "holder"]),
-    "LOCK.EXTEND": (
-        lambda i: ["LOCK.ACQUIRE", f"k:{i}", "holder", "60000"],
-        lambda i: ["LOCK.EXTEND", f"k:{i}", "holder", "5000"]),
-    "SEM.ACQUIRE": (None, lambda i: ["SEM.ACQUIRE", f"s:{i}", "holder", "3", "5000"]),
-    "SEM.RELEASE": (
-        lambda i: ["SEM.ACQUIRE", f"s:{i}", "holder", "3", "60000"],
-        lambda i: ["SEM.RELEASE", f"s:{i}", "holder"]),
-    "RWLOCK.ACQUIRE": (None, lambda i: ["RWLOCK.ACQUIRE", f"rw:{i}", "holder", "WRITE", "5000"]),
-}
+LUA = """
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil
+end
+return redis.call('pttl', KEYS[1])
+"""
+LUA_SHA = hashlib.sha1(LUA.encode()).hexdigest()
+
+BASE = "SET NX PX"
+HELD = ["LOCK.ACQUIRE", "k:{i}", "holder", "60000"]
+SEM_HELD = ["SEM.ACQUIRE", "s:{i}", "holder", "3", "60000"]
+
+# (name, fill or None, measured); `{i}` is the command's number.
+CASES = [
+    (BASE, None, ["SET", "k:{i}", "v", "NX", "PX", "5000"]),
+    ("Lua reentrant acquire (EVALSHA)", None, ["EVALSHA", LUA_SHA, "1", "k:{i}", "5000", "holder"]),
+    ("LOCK.ACQUIRE", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000"]),
+    ("LOCK.ACQUIRE, reentrant", HELD, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000"]),
+    ("LOCK.RELEASE", HELD, ["LOCK.RELEASE", "k:{i}", "holder"]),
+    ("LOCK.EXTEND", HELD, ["LOCK.EXTEND", "k:{i}", "holder", "5000"]),
+    ("SEM.ACQUIRE", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000"]),
+    ("SEM.RELEASE", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder"]),
+    ("RWLOCK.ACQUIRE", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000"]),
+]
 
 
 def free_port():
@@ -56,97 +65,152 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(r, make, n=N):
-    p = r.pipeline(transaction=False)
-    for i in range(n):
-        p.execute_command(*make(i))
-        if i % BATCH == BATCH - 1:
-            p.execute()
-    p.execute()
+def load(port, template, total, conns=1, pipeline=16):
+    """(requests per second, error replies) of `total` commands."""
+    out = subprocess.run([str(LOAD), str(port), str(conns), str(pipeline), str(total), *template],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1])
 
 
-class Callgrind:
-    """A server under callgrind, counting only inside `call()`."""
+class Node:
+    """A server with the module, optionally under callgrind, optionally a
+    replica of another node."""
 
-    def __init__(self, binary):
-        self.dir = tempfile.mkdtemp(prefix="padlock-cg-")
+    def __init__(self, binary, aof=False, callgrind=False, replica_of=None):
+        self.dir = tempfile.mkdtemp(prefix="padlock-cost-")
         self.port = free_port()
         self.out = os.path.join(self.dir, "cg.out")
-        self.proc = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--toggle-collect=call",
-             f"--callgrind-out-file={self.out}", binary, "--port", str(self.port),
-             "--bind", "127.0.0.1", "--dir", self.dir, "--save", "", "--appendonly", "no",
-             "--loadmodule", SO],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.r = redis.Redis(port=self.port, socket_timeout=300)
-        for _ in range(600):
+        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+                "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", "everysec",
+                "--loadmodule", SO]
+        if replica_of:
+            argv += ["--replicaof", "127.0.0.1", str(replica_of)]
+        if callgrind:
+            argv = ["valgrind", "--tool=callgrind", "--toggle-collect=call",
+                    f"--callgrind-out-file={self.out}", *argv]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.r = redis.Redis(port=self.port, socket_timeout=600)
+        for _ in range(900):
             try:
                 self.r.ping()
                 return
             except redis.ConnectionError:
                 time.sleep(0.1)
-        raise RuntimeError("server under callgrind did not start")
+        raise RuntimeError("server did not start")
 
     def control(self, flag):
-        subprocess.run(["callgrind_control", flag, str(self.proc.pid)],
-                       capture_output=True, check=True)
-
-    def measure(self, fill, measured):
-        self.r.flushall()
-        if fill:
-            run(self.r, fill)
-        self.control("-z")
-        run(self.r, measured)
-        before = set(glob.glob(self.out + "*"))
-        self.control("-d")
-        dump = max(set(glob.glob(self.out + "*")) - before, key=os.path.getmtime)
-        return dump
+        subprocess.run(["callgrind_control", flag, str(self.proc.pid)], capture_output=True, check=True)
 
     def stop(self):
         try:
             self.r.shutdown(nosave=True)
         except redis.RedisError:
             pass
-        self.proc.wait(120)
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def total(dump):
-    with open(dump) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
-    raise RuntimeError("no totals in " + dump)
+class Setup:
+    """A master (under callgrind or not), with AOF and a replica or alone."""
+
+    def __init__(self, binary, aof_replica, callgrind):
+        self.master = Node(binary, aof=aof_replica, callgrind=callgrind)
+        self.replica = None
+        if aof_replica:
+            self.replica = Node(binary, replica_of=self.master.port)
+            for _ in range(600):
+                if self.replica.r.info("replication").get("master_link_status") == "up":
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError("replica did not connect")
+        self.master.r.script_load(LUA)
+
+    def fill(self, template, n):
+        r = self.master.r
+        r.flushall()
+        if self.replica:
+            r.execute_command("WAIT", 1, 0)
+        if template:
+            load(self.master.port, template, n, pipeline=64)
+        if self.replica:
+            r.execute_command("WAIT", 1, 0)
+
+    def stop(self):
+        for n in (self.replica, self.master):
+            if n:
+                n.stop()
 
 
-def breakdown(dump, top):
-    """The functions with the most inclusive instructions per call."""
-    incl = "no" if os.environ.get("PADLOCK_COST_SELF") else "yes"
-    out = subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", dump],
-                         capture_output=True, text=True).stdout
-    rows = []
-    for line in out.splitlines():
-        m = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$", line) or re.match(r"^\s*([\d,]+)\s+(\S.*)$", line)
-        if m and ":" in m.group(2):
-            rows.append((int(m.group(1).replace(",", "")) / N, m.group(2)[:110]))
-    return rows[:top]
-
-
-def measure_all(binary, cases=CASES, top=0):
-    """{case: instructions per call} on one server binary."""
-    cg = Callgrind(binary)
+def instructions(binary, aof_replica=False, cases=CASES, top=0):
+    """{case: instructions per call inside call()}."""
+    s = Setup(binary, aof_replica, callgrind=True)
+    m = s.master
     try:
         result = {}
-        for name, (fill, measured) in cases.items():
-            dump = cg.measure(fill, measured)
-            result[name] = total(dump) / N
+        for name, fill, measured in cases:
+            s.fill(fill, CALLS)
+            m.control("-z")
+            _, errors = load(m.port, measured, CALLS)
+            before = set(glob.glob(m.out + "*"))
+            m.control("-d")
+            dump = max(set(glob.glob(m.out + "*")) - before, key=os.path.getmtime)
+            if errors:
+                raise RuntimeError(f"{name}: {errors} error replies")
+            result[name] = total(dump) / CALLS
             if top:
                 print(f"\n== {name}: {result[name]:,.0f} per call")
                 for cost, fn in breakdown(dump, top):
                     print(f"{cost:10,.0f}  {fn}")
         return result
     finally:
-        cg.stop()
+        s.stop()
+
+
+def throughput(binary, aof_replica=False, cases=CASES, n=200_000, conns=8):
+    """{case: requests per second at pipeline 16}; the baseline is measured
+    before and after the others, and averaged."""
+    s = Setup(binary, aof_replica, callgrind=False)
+    try:
+        result, base = {}, []
+        for name, fill, measured in [*cases, cases[0]]:
+            s.fill(fill, n)
+            rps, errors = load(s.master.port, measured, n, conns=conns)
+            if errors:
+                raise RuntimeError(f"{name}: {errors} error replies")
+            if name == BASE:
+                base.append(rps)
+            else:
+                result[name] = rps
+        return {BASE: sum(base) / len(base), **result}
+    finally:
+        s.stop()
+
+
+def total(dump):
+    with open(dump) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError("no totals in " + dump)
+
+
+def breakdown(dump, top):
+    """The functions with the most instructions per call (inclusive; self
+    with PADLOCK_COST_SELF=1)."""
+    incl = "no" if os.environ.get("PADLOCK_COST_SELF") else "yes"
+    out = subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", dump],
+                         capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].replace(",", "").isdigit() and ":" in parts[1]:
+            fn = parts[1].split(" ", 1)[-1] if parts[1].startswith("(") else parts[1]
+            rows.append((int(parts[0].replace(",", "")) / CALLS, fn[:110]))
+    return rows[:top]
 
 
 def main():
@@ -160,13 +224,12 @@ def main():
     cases = CASES
     if os.environ.get("PADLOCK_COST_ONLY"):
         want = os.environ["PADLOCK_COST_ONLY"].split(",")
-        cases = {k: v for k, v in CASES.items() if k == "SET NX PX" or any(w in k for w in want)}
-    res = measure_all(binary, cases, top)
-    base = res["SET NX PX"]
+        cases = [c for c in CASES if c[0] == BASE or any(w in c[0] for w in want)]
+    res = instructions(binary, os.environ.get("PADLOCK_COST_AOF") == "1", cases, top)
     print("\n| command | instructions/call | vs SET NX PX |")
     print("| --- | --- | --- |")
     for name, v in res.items():
-        print(f"| {name} | {v:,.0f} | {v / base:.2f}x |")
+        print(f"| {name} | {v:,.0f} | {v / res[BASE]:.2f}x |")
 
 
 if __name__ == "__main__":

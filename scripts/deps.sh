@@ -56,3 +56,19 @@ if [ "${1:-}" = "--python" ]; then
     touch "$stamp"
   fi
 fi
+
+if [ "${1:-}" = "--bench" ]; then
+  # make bench: valgrind (instructions per call), the Python lock
+  # libraries padlock is compared with, and matplotlib for the chart.
+  if ! command -v valgrind >/dev/null 2>&1; then
+    echo "==> installing valgrind"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq valgrind >/dev/null
+  fi
+  "$0" --python
+  if [ ! -f .venv/.bench-installed ] || [ scripts/bench-requirements.txt -nt .venv/.bench-installed ]; then
+    echo "==> installing the benchmark's Python packages into .venv"
+    .venv/bin/pip install -q --disable-pip-version-check -r scripts/bench-requirements.txt
+    touch .venv/.bench-installed
+  fi
+fi

@@ -1,66 +1,177 @@
 //! Holders with a lease each, inside one key (semaphores, read-write
-//! locks): the holder map and the index of their deadlines, kept in step
-//! here so that each kind only says what a holder holds.
+//! locks): who holds what, and whose lease ends first, kept in step here so
+//! that each kind only says what a holder holds.
+//!
+//! Most keys have a few holders: those live in one small vector sorted by
+//! name, and deadlines are found by a scan (no tree nodes to allocate on
+//! every new key). Past `FEW` holders the key moves to a map and a deadline
+//! index, which share each holder's name (`Rc`: values are created, copied
+//! and freed on Redis' main thread only; padlock's types set no
+//! `free_effort`, so Redis never frees them lazily in a thread).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 /// What a kind keeps per holder; the index needs its deadline.
 pub trait Leased: Copy {
     fn deadline_ms(&self) -> i64;
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Holders kept in the small form; one more and the key moves to the map.
+const FEW: usize = 8;
+
+#[derive(Debug, Clone)]
+enum Repr<E> {
+    Few(Vec<(Rc<[u8]>, E)>),
+    Many {
+        holders: BTreeMap<Rc<[u8]>, E>,
+        /// (deadline, holder) for every holder: earliest first, for expiry.
+        by_deadline: BTreeSet<(i64, Rc<[u8]>)>,
+    },
+}
+
+#[derive(Debug, Clone)]
 pub struct Leases<E> {
-    holders: BTreeMap<Box<[u8]>, E>,
-    /// (deadline, holder) for every holder: earliest first, for expiry.
-    by_deadline: BTreeSet<(i64, Box<[u8]>)>,
+    repr: Repr<E>,
 }
 
 impl<E> Default for Leases<E> {
     fn default() -> Self {
         Leases {
-            holders: BTreeMap::new(),
-            by_deadline: BTreeSet::new(),
+            repr: Repr::Few(Vec::new()),
+        }
+    }
+}
+
+/// Equal holders with equal entries, whichever form each side is in.
+impl<E: Leased + PartialEq> PartialEq for Leases<E> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl<E: Leased + Eq> Eq for Leases<E> {}
+
+/// One of two iterators (the two forms).
+enum Either<A, B> {
+    A(A),
+    B(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Either<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Either::A(a) => a.next(),
+            Either::B(b) => b.next(),
         }
     }
 }
 
 impl<E: Leased> Leases<E> {
     pub fn is_empty(&self) -> bool {
-        self.holders.is_empty()
+        self.len() == 0
     }
 
     pub fn len(&self) -> usize {
-        self.holders.len()
+        match &self.repr {
+            Repr::Few(v) => v.len(),
+            Repr::Many { holders, .. } => holders.len(),
+        }
     }
 
     pub fn get(&self, holder: &[u8]) -> Option<E> {
-        self.holders.get(holder).copied()
+        match &self.repr {
+            Repr::Few(v) => v
+                .binary_search_by(|(h, _)| (**h).cmp(holder))
+                .ok()
+                .map(|i| v[i].1),
+            Repr::Many { holders, .. } => holders.get(holder).copied(),
+        }
     }
 
+    /// Every holder, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], E)> {
-        self.holders.iter().map(|(h, e)| (&**h, *e))
+        match &self.repr {
+            Repr::Few(v) => Either::A(v.iter().map(|(h, e)| (&**h, *e))),
+            Repr::Many { holders, .. } => Either::B(holders.iter().map(|(h, e)| (&**h, *e))),
+        }
     }
 
     /// Sets the holder's entry (None: the holder leaves); the old one.
     pub fn set(&mut self, holder: &[u8], entry: Option<E>) -> Option<E> {
-        let old = self.holders.remove(holder);
-        if let Some(o) = &old {
-            self.by_deadline.remove(&(o.deadline_ms(), holder.into()));
+        if let (Repr::Few(v), Some(_)) = (&self.repr, entry) {
+            if v.len() >= FEW && self.get(holder).is_none() {
+                self.grow();
+            }
         }
-        if let Some(e) = entry {
-            self.holders.insert(holder.into(), e);
-            self.by_deadline.insert((e.deadline_ms(), holder.into()));
+        match &mut self.repr {
+            Repr::Few(v) => match (v.binary_search_by(|(h, _)| (**h).cmp(holder)), entry) {
+                (Ok(i), Some(e)) => Some(std::mem::replace(&mut v[i].1, e)),
+                (Ok(i), None) => Some(v.remove(i).1),
+                (Err(i), Some(e)) => {
+                    // Most keys keep one holder: no room for more until asked.
+                    v.reserve_exact(if v.is_empty() { 1 } else { v.len() });
+                    v.insert(i, (Rc::from(holder), e));
+                    None
+                }
+                (Err(_), None) => None,
+            },
+            Repr::Many {
+                holders,
+                by_deadline,
+            } => {
+                let (name, old) = match holders.remove_entry(holder) {
+                    Some((name, o)) => {
+                        let indexed = (o.deadline_ms(), name);
+                        by_deadline.remove(&indexed);
+                        (indexed.1, Some(o))
+                    }
+                    None if entry.is_some() => (Rc::from(holder), None),
+                    None => return None,
+                };
+                if let Some(e) = entry {
+                    by_deadline.insert((e.deadline_ms(), Rc::clone(&name)));
+                    holders.insert(name, e);
+                }
+                old
+            }
         }
-        old
+    }
+
+    /// From the small form to the map and its index.
+    fn grow(&mut self) {
+        if let Repr::Few(v) = &mut self.repr {
+            let few = std::mem::take(v);
+            let by_deadline = few
+                .iter()
+                .map(|(h, e)| (e.deadline_ms(), Rc::clone(h)))
+                .collect();
+            self.repr = Repr::Many {
+                holders: few.into_iter().collect(),
+                by_deadline,
+            };
+        }
     }
 
     /// Holders whose lease ended by `now_ms`, earliest first.
-    pub fn ended(&self, now_ms: i64) -> impl Iterator<Item = &[u8]> {
-        self.by_deadline
-            .iter()
-            .take_while(move |(deadline, _)| *deadline <= now_ms)
-            .map(|(_, h)| &**h)
+    pub fn ended(&self, now_ms: i64) -> Vec<&[u8]> {
+        match &self.repr {
+            Repr::Few(v) => {
+                let mut due: Vec<(i64, &[u8])> = v
+                    .iter()
+                    .filter(|(_, e)| e.deadline_ms() <= now_ms)
+                    .map(|(h, e)| (e.deadline_ms(), &**h))
+                    .collect();
+                due.sort_unstable();
+                due.into_iter().map(|(_, h)| h).collect()
+            }
+            Repr::Many { by_deadline, .. } => by_deadline
+                .iter()
+                .take_while(|(deadline, _)| *deadline <= now_ms)
+                .map(|(_, h)| &**h)
+                .collect(),
+        }
     }
 
     /// Holders whose lease still runs at `now_ms`.
@@ -70,20 +181,92 @@ impl<E: Leased> Leases<E> {
 
     /// The key's expiry: the latest holder deadline.
     pub fn latest_deadline(&self) -> Option<i64> {
-        self.by_deadline.iter().next_back().map(|(d, _)| *d)
+        match &self.repr {
+            Repr::Few(v) => v.iter().map(|(_, e)| e.deadline_ms()).max(),
+            Repr::Many { by_deadline, .. } => by_deadline.iter().next_back().map(|(d, _)| *d),
+        }
     }
 
     /// When a lease next runs out by itself.
     pub fn earliest_deadline(&self) -> Option<i64> {
-        self.by_deadline.iter().next().map(|(d, _)| *d)
+        match &self.repr {
+            Repr::Few(v) => v.iter().map(|(_, e)| e.deadline_ms()).min(),
+            Repr::Many { by_deadline, .. } => by_deadline.iter().next().map(|(d, _)| *d),
+        }
     }
 
-    /// The index mirrors the holders (for property tests).
+    /// Heap bytes of the holders, for `MEMORY USAGE`: each name once (with
+    /// its `Rc` counts), plus the small form's slots, or `tree_entry` per
+    /// holder in the map form (its two tree entries and their share of
+    /// half-full nodes, measured by the kind).
+    pub fn heap_bytes(&self, tree_entry: usize) -> usize {
+        let names: usize = self
+            .iter()
+            .map(|(h, _)| (16 + h.len()).next_multiple_of(8))
+            .sum();
+        names
+            + match &self.repr {
+                Repr::Few(v) => v.capacity() * std::mem::size_of::<(Rc<[u8]>, E)>(),
+                Repr::Many { holders, .. } => holders.len() * tree_entry,
+            }
+    }
+
+    /// The form's own rules hold (for property tests): names sorted and
+    /// unique in the small form, the index mirroring the map in the other.
     pub fn consistent(&self) -> bool {
-        self.by_deadline.len() == self.holders.len()
-            && self
-                .by_deadline
-                .iter()
-                .all(|(d, h)| self.holders.get(h).is_some_and(|e| e.deadline_ms() == *d))
+        match &self.repr {
+            Repr::Few(v) => v.len() <= FEW && v.windows(2).all(|w| w[0].0 < w[1].0),
+            Repr::Many {
+                holders,
+                by_deadline,
+            } => {
+                by_deadline.len() == holders.len()
+                    && by_deadline
+                        .iter()
+                        .all(|(d, h)| holders.get(h).is_some_and(|e| e.deadline_ms() == *d))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct D(i64);
+
+    impl Leased for D {
+        fn deadline_ms(&self) -> i64 {
+            self.0
+        }
+    }
+
+    proptest! {
+        /// Both forms answer like a plain map, through growth.
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec((0u8..20, proptest::option::of(0i64..50)), 0..120), now in 0i64..50) {
+            let mut l = Leases::<D>::default();
+            let mut model = BTreeMap::<Vec<u8>, i64>::new();
+            for (h, d) in ops {
+                let name = vec![b'h', h];
+                let old = l.set(&name, d.map(D));
+                let model_old = match d {
+                    Some(d) => model.insert(name, d),
+                    None => model.remove(&name),
+                };
+                prop_assert_eq!(old.map(|e| e.0), model_old);
+                prop_assert!(l.consistent());
+            }
+            prop_assert_eq!(l.len(), model.len());
+            prop_assert!(l.iter().map(|(h, e)| (h.to_vec(), e.0)).eq(model.clone()));
+            prop_assert_eq!(l.latest_deadline(), model.values().max().copied());
+            prop_assert_eq!(l.earliest_deadline(), model.values().min().copied());
+            let mut ended: Vec<(i64, Vec<u8>)> = model.iter().filter(|(_, d)| **d <= now).map(|(h, d)| (*d, h.clone())).collect();
+            ended.sort();
+            let got: Vec<Vec<u8>> = l.ended(now).into_iter().map(<[u8]>::to_vec).collect();
+            prop_assert_eq!(got, ended.into_iter().map(|(_, h)| h).collect::<Vec<_>>());
+        }
     }
 }

@@ -118,6 +118,11 @@ impl RwLock {
         self.holders.iter()
     }
 
+    /// Heap bytes of the holders (see `Leases::heap_bytes`).
+    pub fn holders_heap_bytes(&self, tree_entry: usize) -> usize {
+        self.holders.heap_bytes(tree_entry)
+    }
+
     pub fn writer(&self) -> Option<&[u8]> {
         self.writer.as_deref()
     }
@@ -147,6 +152,7 @@ impl RwLock {
     pub fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
         self.holders
             .ended(now_ms)
+            .into_iter()
             .map(|h| Effect {
                 holder: Cow::Owned(h.to_vec()),
                 reads: 0,

@@ -106,6 +106,11 @@ impl Semaphore {
         self.holders.iter()
     }
 
+    /// Heap bytes of the holders (see `Leases::heap_bytes`).
+    pub fn holders_heap_bytes(&self, tree_entry: usize) -> usize {
+        self.holders.heap_bytes(tree_entry)
+    }
+
     /// The key's expiry: the latest holder deadline.
     pub fn latest_deadline(&self) -> Option<i64> {
         self.holders.latest_deadline()
@@ -140,6 +145,7 @@ impl Semaphore {
     pub fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
         self.holders
             .ended(now_ms)
+            .into_iter()
             .map(|h| Effect {
                 holder: Cow::Owned(h.to_vec()),
                 limit: self.limit,

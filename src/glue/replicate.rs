@@ -23,29 +23,44 @@ pub const SEMSET: &str = "PADLOCK.SEMSET";
 pub const RWSET: &str = "PADLOCK.RWSET";
 
 /// Decimal digits of `n` in a stack buffer: Redis builds one embedded
-/// string from a buffer, but two allocations from a `long long`.
+/// string from a buffer, but two allocations from a `long long` once the
+/// effect reaches the AOF or a replica.
 struct Digits {
     buf: [u8; 20],
     start: usize,
 }
 
+/// "00" to "99": two digits per division.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 impl Digits {
+    const EMPTY: Digits = Digits {
+        buf: [0; 20],
+        start: 20,
+    };
+
     fn new(n: i64) -> Digits {
-        let mut d = Digits {
-            buf: [0; 20],
-            start: 20,
-        };
-        let neg = n < 0;
+        let mut d = Digits::EMPTY;
         let mut v = n.unsigned_abs();
-        loop {
-            d.start -= 1;
-            d.buf[d.start] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
+        while v >= 100 {
+            let pair = (v % 100) as usize * 2;
+            v /= 100;
+            d.start -= 2;
+            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
         }
-        if neg {
+        if v >= 10 {
+            let pair = v as usize * 2;
+            d.start -= 2;
+            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
+            d.start -= 1;
+            d.buf[d.start] = b'0' + v as u8;
+        }
+        if n < 0 {
             d.start -= 1;
             d.buf[d.start] = b'-';
         }
@@ -55,18 +70,26 @@ impl Digits {
     fn bytes(&self) -> &[u8] {
         &self.buf[self.start..]
     }
+
+    fn ptr_len(&self) -> (*const c_char, usize) {
+        (self.bytes().as_ptr() as *const c_char, self.bytes().len())
+    }
 }
 
-/// `CMD key holder n1 n2 n3 [n4]`.
+/// `CMD key holder n1 n2 n3 [n4]`, every number as digits (`l` would cost
+/// Redis two allocations per number).
 fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: &[i64]) {
-    let d: Vec<Digits> = nums.iter().map(|n| Digits::new(*n)).collect();
-    let p = |i: usize| {
-        d.get(i).map_or((std::ptr::null(), 0), |d| {
-            (d.bytes().as_ptr() as *const c_char, d.bytes().len())
-        })
-    };
-    let ((ap, al), (bp, bl), (cp, cl), (dp, dl)) = (p(0), p(1), p(2), p(3));
-    let fmt = if d.len() == 4 { c"sbbbbb" } else { c"sbbbb" };
+    let mut d = [Digits::EMPTY, Digits::EMPTY, Digits::EMPTY, Digits::EMPTY];
+    for (slot, n) in d.iter_mut().zip(nums) {
+        *slot = Digits::new(*n);
+    }
+    let ((ap, al), (bp, bl), (cp, cl), (dp, dl)) = (
+        d[0].ptr_len(),
+        d[1].ptr_len(),
+        d[2].ptr_len(),
+        d[3].ptr_len(),
+    );
+    let fmt = if nums.len() == 4 { c"sbbbbb" } else { c"sbbbb" };
     // SAFETY: the format names exactly the arguments it reads (a trailing
     // one it does not name is ignored); key is a live string, the buffers
     // live until the call returns.
@@ -149,7 +172,18 @@ mod tests {
 
     #[test]
     fn digits() {
-        for n in [0, 7, -7, 1234567890123, i64::MAX, i64::MIN] {
+        for n in [
+            0,
+            7,
+            -7,
+            10,
+            99,
+            100,
+            101,
+            1234567890123,
+            i64::MAX,
+            i64::MIN,
+        ] {
             assert_eq!(Digits::new(n).bytes(), n.to_string().as_bytes());
         }
     }

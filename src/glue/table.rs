@@ -4,10 +4,11 @@
 //! its body in `commands/`.
 
 use std::ffi::{CStr, CString};
+use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::{raw, Context, RedisError, Status};
+use redis_module::{raw, Context, RedisError, RedisString, Status};
 
 use super::commands::{self as cmd, Body};
 use super::server;
@@ -36,14 +37,61 @@ fn handle(
     body: Body,
 ) -> c_int {
     let context = Context::new(ctx);
-    let args = redis_module::decode_args(ctx, argv, argc);
-    let response = match catch_unwind(AssertUnwindSafe(|| body(&context, &args))) {
+    let response = match catch_unwind(AssertUnwindSafe(|| {
+        with_args(argv, argc, |args| body(&context, args))
+    })) {
         Ok(result) => server::reply(result),
         Err(_) => Err(RedisError::Str(
             "ERR padlock internal error, see the server log",
         )),
     };
     context.reply(response) as c_int
+}
+
+/// Arguments most commands fit in without a heap allocation.
+const INLINE_ARGS: usize = 8;
+
+const NO_ARG: ManuallyDrop<RedisString> = ManuallyDrop::new(RedisString::from_redis_module_string(
+    std::ptr::null_mut(),
+    std::ptr::null_mut(),
+));
+
+/// Runs `f` on the command's arguments as `RedisString`s that borrow
+/// Redis' own argv. (`redis_module::decode_args` retains every argument,
+/// collects them into a new Vec and frees them again, on every call.)
+/// Redis keeps argv alive until the command returns, and a body can only
+/// borrow or copy the strings.
+fn with_args<R>(
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    f: impl FnOnce(&[RedisString]) -> R,
+) -> R {
+    let strings: &[*mut raw::RedisModuleString] = match usize::try_from(argc) {
+        // SAFETY: Redis passes argc valid strings in argv.
+        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    };
+    let borrow = |&s: &*mut raw::RedisModuleString| {
+        ManuallyDrop::new(RedisString::from_redis_module_string(
+            std::ptr::null_mut(),
+            s,
+        ))
+    };
+    let mut inline = [NO_ARG; INLINE_ARGS];
+    let heap: Vec<ManuallyDrop<RedisString>>;
+    let args: &[ManuallyDrop<RedisString>] = if strings.len() <= INLINE_ARGS {
+        for (slot, s) in inline.iter_mut().zip(strings) {
+            *slot = borrow(s);
+        }
+        &inline[..strings.len()]
+    } else {
+        heap = strings.iter().map(borrow).collect();
+        &heap
+    };
+    // SAFETY: ManuallyDrop<T> has T's layout (repr(transparent)); the
+    // strings are never dropped, so none is freed that padlock does not own.
+    let args = unsafe { &*(args as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
+    f(args)
 }
 
 macro_rules! commands {

@@ -90,11 +90,28 @@ pub struct MultiKey<'a, A> {
 /// Parses a decimal integer the way Redis does: optional `-`, digits only,
 /// no spaces or `+`, within i64.
 pub fn parse_int(bytes: &[u8]) -> Option<i64> {
-    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+    let (neg, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 19 {
         return None;
     }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
+    // Accumulated towards the sign, so that i64::MIN parses too.
+    let mut v: i64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(b - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub(d)?
+        } else {
+            v.checked_add(d)?
+        };
+    }
+    Some(v)
 }
 
 fn ranged(arg: &impl Arg, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {

@@ -24,6 +24,26 @@ fn integers_are_strict() {
 }
 
 #[test]
+fn integers_at_the_edges() {
+    assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
+    assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
+    assert_eq!(parse_int(b"9223372036854775808"), None);
+    assert_eq!(parse_int(b"-9223372036854775809"), None);
+    assert_eq!(parse_int(b"--1"), None);
+}
+
+proptest::proptest! {
+    /// The hand-written parser agrees with std's, limited to Redis' form
+    /// (no `+`, no spaces).
+    #[test]
+    fn integers_match_std(s in "-?[0-9+ a]{0,21}") {
+        let std_form = !s.contains('+') && s.trim_start_matches('-').len() <= 19;
+        let expected = if std_form { s.parse::<i64>().ok() } else { None };
+        proptest::prop_assert_eq!(parse_int(s.as_bytes()), expected);
+    }
+}
+
+#[test]
 fn acquire_parses_and_bounds() {
     let l = Limits::default();
     let a = v("k h 5000");
