@@ -74,7 +74,7 @@ lint: deps
 	cargo clippy --release --all-targets -- -D warnings
 
 bench: build
-	@scripts/deps.sh --python
+	@scripts/deps.sh --bench
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/bench.py
 
 soak: build

@@ -1,54 +1,113 @@
-"""make bench: padlock against the baselines, side by side on one server.
+"""make bench: padlock against its baselines, side by side, on this machine.
 
-1. Throughput (redis-benchmark, 50 clients, unpipelined and -P 16) and the
-   server's own cost per call (INFO commandstats usec_per_call) of
-   - SET key v NX PX 5000            (the simplest non-reentrant lock)
-   - Redisson's reentrant-acquire Lua script through EVALSHA
-   - LOCK.ACQUIRE key holder 5000
-2. Memory per lock for 100,000 locks of each kind.
-3. Release-to-grant latency with 50 blocked waiters handing one lock on.
-4. KEEP: 100,000 leases of 30 s bound by 4 connections: renewals per
-   second, server CPU per renewal (against the idle server), bytes per
-   binding; and bytes per reader of a read-write lock with 10,000 readers.
-5. Instructions per call, counted by callgrind (repeatable, unlike the
-   timings on a busy 2-core machine), when valgrind is installed.
+1. Per command (scripts/cost.py): instructions per call inside `call()`
+   (callgrind) and requests per second at pipeline 16, each as a ratio to
+   `SET key v NX PX` measured in the same run, on Redis 7.0 and 8.0, alone
+   and with AOF on and a replica attached.
+2. Contended: many processes, one lock. padlock's `LOCK.ACQUIRE ... BLOCK`
+   against redis-py's `Lock` (with its defaults) and python-redis-lock:
+   critical sections per second, per-worker min/max (fairness), waits.
+3. Memory per lock, release-to-grant latency with 50 waiters, the cost of
+   KEEP, bytes per reader of a read-write lock.
+
+Writes docs/benchmarks.md (every table), docs/benchmarks.png (the chart)
+and the table between the bench markers of README.md.
 """
 
-import re
-import shutil
+import multiprocessing as mp
+import os
 import statistics
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 
-from harness import SO, Server
+import redis
 
-N = 200_000
+import cost
+from harness import ROOT, Server
+
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def servers():
+    r8 = subprocess.run([str(ROOT / "scripts/redis8.sh")], capture_output=True, text=True,
+                        check=True).stdout.strip().splitlines()[-1]
+    return [("Redis 7.0", "redis-server"), ("Redis 8.0", r8)]
+
+
+def per_command():
+    """{(server, aof): (instructions, rps)} for every case."""
+    out = {}
+    for label, binary in servers():
+        for aof in (False, True):
+            print(f"==> {label}{', AOF + replica' if aof else ''}: callgrind, then req/s", flush=True)
+            out[(label, aof)] = (cost.instructions(binary, aof), cost.throughput(binary, aof))
+    return out
+
+
+# --- contended: many processes, one lock ---------------------------------
+
+HOLD_S = 0.001
+
+
+def _contender(kind, port, idx, seconds, q):
+    r = redis.Redis(port=port)
+    me = f"w{idx}"
+    waits, done = [], 0
+    if kind == "padlock":
+        def acquire():
+            while r.execute_command("LOCK.ACQUIRE", "hot", me, 10000, "BLOCK", 10000) is None:
+                pass
+
+        def release():
+            r.execute_command("LOCK.RELEASE", "hot", me)
+    elif kind == "redis-py Lock":
+        lock = r.lock("hot", timeout=10)
+        acquire, release = (lambda: lock.acquire(blocking=True)), lock.release
+    else:
+        import redis_lock
+        lock = redis_lock.Lock(r, "hot", expire=10)
+        acquire, release = (lambda: lock.acquire(blocking=True)), lock.release
+    end = time.time() + seconds
+    while time.time() < end:
+        t0 = time.perf_counter()
+        acquire()
+        waits.append(time.perf_counter() - t0)
+        time.sleep(HOLD_S)
+        release()
+        done += 1
+    q.put((done, waits))
+
+
+def contended(procs=8, seconds=8):
+    rows = []
+    for kind in ("padlock", "redis-py Lock", "python-redis-lock"):
+        server = Server()
+        q = mp.Queue()
+        ps = [mp.Process(target=_contender, args=(kind, server.port, i, seconds, q)) for i in range(procs)]
+        for p in ps:
+            p.start()
+        results = [q.get(timeout=seconds + 60) for _ in ps]
+        for p in ps:
+            p.join(30)
+        server.stop()
+        counts = [c for c, _ in results]
+        waits = sorted(w * 1000 for _, ws in results for w in ws)
+        rows.append({
+            "lock": kind, "sections_per_s": sum(counts) / seconds,
+            "fairness": min(counts) / max(counts) if max(counts) else 0.0,
+            "p50_ms": statistics.median(waits), "p99_ms": waits[int(len(waits) * 0.99) - 1],
+        })
+        print(f"    {kind}: {rows[-1]}", flush=True)
+    return rows
+
+
+# --- memory, hand-off latency, KEEP, readers -------------------------------
+
 KEYS = 100_000
-
-LUA = """
-if redis.call('exists', KEYS[1]) == 0 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil
-end
-return redis.call('pttl', KEYS[1])
-"""
-
-
-def bench(server, r, name, args, pipeline):
-    r.flushall()
-    r.config_resetstat()
-    out = subprocess.run(
-        ["redis-benchmark", "-p", str(server.port), "-n", str(N), "-c", "50", "-r", str(KEYS),
-         "-P", str(pipeline), "-q", "--csv", *args],
-        capture_output=True, text=True, check=True).stdout
-    rps = float(out.strip().splitlines()[-1].split(",")[1].strip('"'))
-    stats = r.info("commandstats")
-    usec = stats[f"cmdstat_{name}"]["usec_per_call"]
-    return rps, usec
 
 
 def memory(r, fill):
@@ -67,10 +126,7 @@ def handoff_latency(server, waiters=50, rounds=40):
     r = server.client()
     r.flushall()
     r.execute_command("LOCK.ACQUIRE", "lat", "start", 60000)
-    released_at = {}
-    samples = []
-    lock = threading.Lock()
-    remaining = [waiters * rounds]
+    released_at, samples, lock = {}, [], threading.Lock()
 
     def worker(i):
         c = server.client()
@@ -79,7 +135,6 @@ def handoff_latency(server, waiters=50, rounds=40):
             got = time.perf_counter()
             with lock:
                 samples.append(got - released_at["t"])
-                remaining[0] -= 1
                 released_at["t"] = time.perf_counter()
             c.execute_command("LOCK.RELEASE", "lat", f"w{i}")
 
@@ -92,8 +147,7 @@ def handoff_latency(server, waiters=50, rounds=40):
     r.execute_command("LOCK.RELEASE", "lat", "start")
     for t in threads:
         t.join(120)
-    samples.sort()
-    ms = [s * 1000 for s in samples]
+    ms = sorted(s * 1000 for s in samples)
     return len(ms), statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
 
 
@@ -143,90 +197,124 @@ def rw_bytes_per_reader(server, n=10_000):
     return (r.info("memory")["used_memory"] - before) / n, r.memory_usage("rw", samples=0) / n
 
 
-def instructions(name, args, lua_sha_script=None):
-    """Instructions the server spends in call() per request, under callgrind."""
-    out = tempfile.mktemp(prefix="padlock-cg-")
-    server = Server(extra=())
-    port = server.port
-    server.stop()
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
-         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--loadmodule", SO],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import redis
-    r = redis.Redis(port=port)
-    for _ in range(300):
-        try:
-            r.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.1)
-    if lua_sha_script:
-        sha = r.script_load(lua_sha_script)
-        args = [sha if a == "SHA" else a for a in args]
-    n = 20000
-    subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(n), "-c", "10", "-P", "16",
-                    "-r", "10000", "-q", *args], capture_output=True, check=True)
-    try:
-        r.shutdown(nosave=True)
-    except redis.ConnectionError:
-        pass
-    proc.wait(120)
-    report = subprocess.run(["callgrind_annotate", "--inclusive=yes", out],
-                            capture_output=True, text=True).stdout
-    m = re.search(r"^\s*([\d,]+)\s.*\?\?\?:call \[", report, re.M)
-    return int(m.group(1).replace(",", "")) / n if m else float("nan")
-
-
-def main():
+def extras():
     server = Server()
     r = server.client()
-    sha = r.script_load(LUA)
-    rows = []
-    for pipeline in (1, 16):
-        base = bench(server, r, "set", ["SET", "lock:__rand_int__", "v", "NX", "PX", "5000"], pipeline)
-        lua = bench(server, r, "evalsha", ["EVALSHA", sha, "1", "lock:__rand_int__", "5000", "holder"], pipeline)
-        mine = bench(server, r, "lock.acquire", ["LOCK.ACQUIRE", "lock:__rand_int__", "holder", "5000"], pipeline)
-        rows.append((pipeline, base, lua, mine))
-
-    mem_set = memory(r, lambda p, i: p.set(f"lock:{i}", "holder", nx=True, px=60000))
-    mem_lua = memory(r, lambda p, i: p.evalsha(sha, 1, f"lock:{i}", 60000, "holder"))
-    mem_mine = memory(r, lambda p, i: p.execute_command("LOCK.ACQUIRE", f"lock:{i}", "holder", 60000))
-
-    n, p50, p99 = handoff_latency(server)
+    sha = r.script_load(cost.LUA)
+    mem = {
+        "SET NX PX": memory(r, lambda p, i: p.set(f"lock:{i}", "holder", nx=True, px=60000)),
+        "Lua (EVALSHA)": memory(r, lambda p, i: p.evalsha(sha, 1, f"lock:{i}", 60000, "holder")),
+        "LOCK.ACQUIRE": memory(r, lambda p, i: p.execute_command("LOCK.ACQUIRE", f"lock:{i}", "holder", 60000)),
+        "SEM.ACQUIRE": memory(r, lambda p, i: p.execute_command("SEM.ACQUIRE", f"s:{i}", "holder", 3, 60000)),
+        "RWLOCK.ACQUIRE": memory(r, lambda p, i: p.execute_command("RWLOCK.ACQUIRE", f"rw:{i}", "holder", "WRITE", 60000)),
+    }
+    lat = handoff_latency(server)
     keep = keep_cost(server)
     rw = rw_bytes_per_reader(server)
     server.stop()
+    return mem, lat, keep, rw
 
-    ins = None
-    if shutil.which("valgrind") and shutil.which("callgrind_annotate"):
-        ins = (
-            instructions("set", ["SET", "lock:__rand_int__", "v", "NX", "PX", "5000"]),
-            instructions("evalsha", ["EVALSHA", "SHA", "1", "lock:__rand_int__", "5000", "holder"], LUA),
-            instructions("lock.acquire", ["LOCK.ACQUIRE", "lock:__rand_int__", "holder", "5000"]),
-        )
 
-    print("| measure | SET NX PX | Lua (EVALSHA) | LOCK.ACQUIRE | LOCK.ACQUIRE vs SET NX | vs Lua |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for pipeline, base, lua, mine in rows:
-        print(f"| req/s, 50 clients, -P {pipeline} | {base[0]:,.0f} | {lua[0]:,.0f} | {mine[0]:,.0f} "
-              f"| {mine[0] / base[0]:.2f}x | {mine[0] / lua[0]:.2f}x |")
-        print(f"| server usec/call, -P {pipeline} | {base[1]:.2f} | {lua[1]:.2f} | {mine[1]:.2f} "
-              f"| {mine[1] / base[1]:.2f}x | {mine[1] / lua[1]:.2f}x |")
-    if ins:
-        print(f"| server instructions/call (callgrind) | {ins[0]:,.0f} | {ins[1]:,.0f} | {ins[2]:,.0f} "
-              f"| {ins[2] / ins[0]:.2f}x | {ins[2] / ins[1]:.2f}x |")
-    print(f"| bytes per lock (100k locks) | {mem_set:.0f} | {mem_lua:.0f} | {mem_mine:.0f} "
-          f"| {mem_mine / mem_set:.2f}x | {mem_mine / mem_lua:.2f}x |")
-    print()
-    print(f"release-to-grant latency, 50 blocked waiters, {n} hand-offs: "
-          f"p50 {p50:.3f} ms, p99 {p99:.3f} ms (client-observed, Python clients)")
-    print(f"KEEP, 100,000 leases of 30 s on 4 connections: {keep[0]:,.0f} renewals/s, "
-          f"{keep[1]:.1f} us server CPU per renewal ({keep[2] * 100:.1f}% of a core in all), "
-          f"{keep[3]:.0f} bytes per binding")
-    print(f"read-write lock, 10,000 readers: {rw[0]:.0f} bytes per reader (used_memory), "
-          f"MEMORY USAGE says {rw[1]:.0f}")
+# --- output --------------------------------------------------------------
+
+CONFIGS = [("Redis 7.0", False), ("Redis 7.0", True), ("Redis 8.0", False), ("Redis 8.0", True)]
+
+
+def config_name(label, aof):
+    return f"{label}{' + AOF + replica' if aof else ''}"
+
+
+def tables(pc, cont):
+    names = [c[0] for c in cost.CASES]
+    head = "| command | " + " | ".join(config_name(*c) for c in CONFIGS) + " |"
+    sep = "| --- |" + " --- |" * len(CONFIGS)
+    lines = ["**Instructions per call** inside `call()` (callgrind), and the ratio to "
+             "`SET NX PX` on the same server. Lower is better.", "", head, sep]
+    for n in names:
+        cells = [f"{pc[c][0][n]:,.0f} ({pc[c][0][n] / pc[c][0][cost.BASE]:.2f}x)" for c in CONFIGS]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += ["", "**Requests per second** at pipeline 16 (8 connections, 200,000 commands, "
+              "each on its own key), and the ratio to `SET NX PX` in the same run. Higher is better.",
+              "", head, sep]
+    for n in names:
+        cells = [f"{pc[c][1][n]:,.0f} ({pc[c][1][n] / pc[c][1][cost.BASE]:.2f}x)" for c in CONFIGS]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += ["", f"**Contended:** 8 processes, one lock, a {HOLD_S * 1000:.0f} ms critical section, "
+              "8 s each, Redis 7.0. Fairness is the fewest critical sections of one "
+              "worker over the most.", "",
+              "| lock | critical sections/s | fairness (min/max) | wait p50 | wait p99 |",
+              "| --- | --- | --- | --- | --- |"]
+    for row in cont:
+        lines.append(f"| {row['lock']} | {row['sections_per_s']:,.0f} | {row['fairness']:.2f} "
+                     f"| {row['p50_ms']:.2f} ms | {row['p99_ms']:.2f} ms |")
+    return "\n".join(lines)
+
+
+def chart(pc, cont, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [c[0] for c in cost.CASES if c[0] != cost.BASE]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [3, 3, 1.4]})
+    width = 0.2
+    for ax, idx, title in ((axes[0], 0, "instructions per call vs SET NX PX (lower is better)"),
+                           (axes[1], 1, "requests/s at -P 16 vs SET NX PX (higher is better)")):
+        for j, c in enumerate(CONFIGS):
+            vals = [pc[c][idx][n] / pc[c][idx][cost.BASE] for n in names]
+            ax.bar([i + (j - 1.5) * width for i in range(len(names))], vals, width,
+                   label=config_name(*c))
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([n.replace(" (EVALSHA)", "").replace(", ", "\n") for n in names],
+                           rotation=35, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=10)
+    axes[0].set_yscale("log")
+    axes[0].legend(fontsize=8)
+    axes[2].bar([r["lock"] for r in cont], [r["p99_ms"] for r in cont], color=["C0", "C3", "C2"])
+    axes[2].set_yscale("log")
+    axes[2].set_title("contended: wait p99, ms (lower is better)", fontsize=10)
+    axes[2].tick_params(axis="x", labelrotation=25, labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    subprocess.run(["cargo", "build", "--release", "--example", "load"], cwd=ROOT, check=True)
+    pc = per_command()
+    print("==> contended", flush=True)
+    cont = contended()
+    print("==> memory, hand-off latency, KEEP, readers", flush=True)
+    mem, lat, keep, rw = extras()
+
+    table = tables(pc, cont)
+    more = [
+        "", "**Bytes per key** (100,000 keys, used_memory):", "",
+        "| " + " | ".join(mem) + " |", "|" + " --- |" * len(mem),
+        "| " + " | ".join(f"{v:.0f}" for v in mem.values()) + " |", "",
+        f"Release-to-grant latency, 50 blocked waiters, {lat[0]} hand-offs: p50 {lat[1]:.3f} ms, "
+        f"p99 {lat[2]:.3f} ms (at Python clients).",
+        f"KEEP, 100,000 leases of 30 s on 4 connections: {keep[0]:,.0f} renewals/s, "
+        f"{keep[1]:.1f} µs of server CPU per renewal ({keep[2] * 100:.1f}% of a core), "
+        f"{keep[3]:.0f} bytes per binding.",
+        f"Read-write lock with 10,000 readers: {rw[0]:.0f} bytes per reader "
+        f"(`MEMORY USAGE` says {rw[1]:.0f}).",
+    ]
+    DOCS.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d")
+    (DOCS / "benchmarks.md").write_text(
+        f"# Benchmarks\n\nWritten by `make bench` on {stamp} ({os.cpu_count()} cores).\n\n"
+        + table + "\n" + "\n".join(more) + "\n\n![chart](benchmarks.png)\n")
+    chart(pc, cont, DOCS / "benchmarks.png")
+    text = README.read_text()
+    if START in text and END in text:
+        a, b = text.index(START) + len(START), text.index(END)
+        README.write_text(text[:a] + f"\n<!-- written by make bench on {stamp} -->\n\n" + table
+                          + "\n\n![make bench](docs/benchmarks.png)\n\n" + text[b:])
+    print(table)
+    print("\n".join(more))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -7,13 +7,17 @@
 //! `PADLOCK.RWSET key holder reads writes fence deadline-ms` are also what
 //! an AOF rewrite writes; deadline 0 means "no expiry".
 //!
-//! These run on every write, so they go through `RedisModule_Replicate`'s
-//! own format (no intermediate strings).
+//! These run on every write, so each argument Redis already has a string
+//! for is passed as that string (`s`: Redis takes a reference, where `b`
+//! would allocate and copy): the key, a holder that is one of the running
+//! command's arguments, and small counts, made once. Fences and deadlines
+//! go as digits from the stack (`b`).
 
-use std::ffi::CStr;
+use std::cell::{Cell, RefCell};
 use std::os::raw::c_char;
+use std::ptr::null_mut;
 
-use redis_module::{Context, RedisString};
+use redis_module::{raw, Context, RedisString};
 
 use crate::core::lock::Lock;
 use crate::core::rwlock::Effect;
@@ -76,51 +80,142 @@ impl Digits {
     }
 }
 
-/// `CMD key holder n1 n2 n3 [n4]`, every number as digits (`l` would cost
-/// Redis two allocations per number).
-fn send(ctx: &Context, cmd: &CStr, key: &RedisString, holder: &[u8], nums: &[i64]) {
-    let mut d = [Digits::EMPTY, Digits::EMPTY, Digits::EMPTY, Digits::EMPTY];
-    for (slot, n) in d.iter_mut().zip(nums) {
-        *slot = Digits::new(*n);
+type RawString = *mut raw::RedisModuleString;
+
+thread_local! {
+    /// The running command's arguments (argv, argc), while it runs.
+    static ARGS: Cell<(*const RawString, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+    /// Strings of the counts below `SMALL`, made on first use and kept.
+    static SMALL_STRINGS: RefCell<Vec<RawString>> = const { RefCell::new(Vec::new()) };
+}
+
+const SMALL: i64 = 64;
+
+/// Runs a command body with its arguments known to `send`.
+pub fn during_command<R>(argv: *const RawString, argc: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore((*const RawString, usize));
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ARGS.set(self.0);
+        }
     }
-    let ((ap, al), (bp, bl), (cp, cl), (dp, dl)) = (
-        d[0].ptr_len(),
-        d[1].ptr_len(),
-        d[2].ptr_len(),
-        d[3].ptr_len(),
-    );
-    let fmt = if nums.len() == 4 { c"sbbbbb" } else { c"sbbbb" };
-    // SAFETY: the format names exactly the arguments it reads (a trailing
-    // one it does not name is ignored); key is a live string, the buffers
-    // live until the call returns.
+    let _restore = Restore(ARGS.replace((argv, argc)));
+    f()
+}
+
+fn bytes_of(s: RawString) -> &'static [u8] {
+    let mut len = 0;
+    // SAFETY: a live string of the running command (or one padlock keeps).
     unsafe {
-        rm!(RedisModule_Replicate)(
-            ctx.ctx,
-            cmd.as_ptr(),
-            fmt.as_ptr(),
-            key.inner,
-            holder.as_ptr() as *const c_char,
-            holder.len(),
-            ap,
-            al,
-            bp,
-            bl,
-            cp,
-            cl,
-            dp,
-            dl,
-        );
+        let p = rm!(RedisModule_StringPtrLen)(s, &mut len);
+        std::slice::from_raw_parts(p as *const u8, len)
+    }
+}
+
+/// The running command's argument equal to `bytes`, if any.
+fn argument(bytes: &[u8]) -> Option<RawString> {
+    let (argv, argc) = ARGS.get();
+    if argv.is_null() {
+        return None;
+    }
+    // SAFETY: set by `during_command` from Redis' argv, alive while the
+    // command runs (and cleared when it returns).
+    let args = unsafe { std::slice::from_raw_parts(argv, argc) };
+    args.iter().skip(1).copied().find(|&s| bytes_of(s) == bytes)
+}
+
+fn small(n: i64) -> Option<RawString> {
+    if !(0..SMALL).contains(&n) {
+        return None;
+    }
+    SMALL_STRINGS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.is_empty() {
+            for i in 0..SMALL {
+                let d = Digits::new(i);
+                // SAFETY: a string without a context: padlock owns it for good.
+                let s = unsafe {
+                    rm!(RedisModule_CreateString)(null_mut(), d.ptr_len().0, d.ptr_len().1)
+                };
+                cache.push(s);
+            }
+        }
+        cache.get(n as usize).copied().filter(|s| !s.is_null())
+    })
+}
+
+/// Strings made for one effect, freed once Redis took its references.
+struct Made<'c> {
+    ctx: &'c Context,
+    strings: [RawString; 4],
+    len: usize,
+}
+
+impl<'c> Made<'c> {
+    fn new(ctx: &'c Context) -> Self {
+        Made {
+            ctx,
+            strings: [null_mut(); 4],
+            len: 0,
+        }
+    }
+
+    fn make(&mut self, bytes: &[u8]) -> RawString {
+        // SAFETY: a new string, freed in Drop.
+        let s = unsafe {
+            rm!(RedisModule_CreateString)(
+                self.ctx.ctx,
+                bytes.as_ptr() as *const c_char,
+                bytes.len(),
+            )
+        };
+        if self.len < self.strings.len() {
+            self.strings[self.len] = s;
+            self.len += 1;
+        }
+        s
+    }
+
+    /// The holder: the command's own argument when it is one.
+    fn holder(&mut self, holder: &[u8]) -> RawString {
+        argument(holder).unwrap_or_else(|| self.make(holder))
+    }
+
+    fn count(&mut self, n: u64) -> RawString {
+        small(n as i64).unwrap_or_else(|| self.make(Digits::new(n as i64).bytes()))
+    }
+}
+
+impl Drop for Made<'_> {
+    fn drop(&mut self) {
+        for s in &self.strings[..self.len] {
+            // SAFETY: made in `make`; Redis holds its own references.
+            unsafe { rm!(RedisModule_FreeString)(self.ctx.ctx, *s) };
+        }
     }
 }
 
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    send(
-        ctx,
-        c"PADLOCK.LOCKSET",
-        key,
-        &lock.holder,
-        &[lock.count as i64, lock.fence as i64, deadline_ms],
-    );
+    let mut m = Made::new(ctx);
+    let (h, c) = (m.holder(&lock.holder), m.count(lock.count));
+    let (f, d) = (Digits::new(lock.fence as i64), Digits::new(deadline_ms));
+    let ((fp, fl), (dp, dl)) = (f.ptr_len(), d.ptr_len());
+    // SAFETY: the format names exactly the arguments passed; the strings
+    // and buffers live until the call returns.
+    unsafe {
+        rm!(RedisModule_Replicate)(
+            ctx.ctx,
+            c"PADLOCK.LOCKSET".as_ptr(),
+            c"sssbb".as_ptr(),
+            key.inner,
+            h,
+            c,
+            fp,
+            fl,
+            dp,
+            dl,
+        );
+    }
 }
 
 /// One semaphore holder's new state; permits 0 removes the holder (and the
@@ -133,30 +228,49 @@ pub fn sem_set(
     permits: u64,
     deadline_ms: i64,
 ) {
-    send(
-        ctx,
-        c"PADLOCK.SEMSET",
-        key,
-        holder,
-        &[limit as i64, permits as i64, deadline_ms],
-    );
+    let mut m = Made::new(ctx);
+    let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
+    let d = Digits::new(deadline_ms);
+    let (dp, dl) = d.ptr_len();
+    // SAFETY: as in `lock_set`.
+    unsafe {
+        rm!(RedisModule_Replicate)(
+            ctx.ctx,
+            c"PADLOCK.SEMSET".as_ptr(),
+            c"ssssb".as_ptr(),
+            key.inner,
+            h,
+            l,
+            p,
+            dp,
+            dl,
+        );
+    }
 }
 
 /// One read-write lock holder's new state; no holds removes the holder
 /// (and the key with its last holder).
 pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
-    send(
-        ctx,
-        c"PADLOCK.RWSET",
-        key,
-        &e.holder,
-        &[
-            e.reads as i64,
-            e.writes as i64,
-            e.fence as i64,
-            e.deadline_ms,
-        ],
-    );
+    let mut m = Made::new(ctx);
+    let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
+    let (f, d) = (Digits::new(e.fence as i64), Digits::new(e.deadline_ms));
+    let ((fp, fl), (dp, dl)) = (f.ptr_len(), d.ptr_len());
+    // SAFETY: as in `lock_set`.
+    unsafe {
+        rm!(RedisModule_Replicate)(
+            ctx.ctx,
+            c"PADLOCK.RWSET".as_ptr(),
+            c"ssssbb".as_ptr(),
+            key.inner,
+            h,
+            r,
+            w,
+            fp,
+            fl,
+            dp,
+            dl,
+        );
+    }
 }
 
 pub fn del(ctx: &Context, key: &RedisString) {

@@ -11,6 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{raw, Context, RedisError, RedisString, Status};
 
 use super::commands::{self as cmd, Body};
+use super::replicate;
 use super::server;
 
 type Handler =
@@ -91,7 +92,7 @@ fn with_args<R>(
     // SAFETY: ManuallyDrop<T> has T's layout (repr(transparent)); the
     // strings are never dropped, so none is freed that padlock does not own.
     let args = unsafe { &*(args as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
-    f(args)
+    replicate::during_command(strings.as_ptr(), strings.len(), || f(args))
 }
 
 macro_rules! commands {
