@@ -10,10 +10,12 @@
 3. Memory per lock, release-to-grant latency with 50 waiters, the cost of
    KEEP, bytes per reader of a read-write lock.
 
-Writes docs/benchmarks.md (every table), docs/benchmarks.png (the chart)
-and the table between the bench markers of README.md.
+Writes docs/benchmarks.md (every table), docs/benchmarks.json (the
+figures), docs/benchmarks.png (the chart; `bench.py --chart` draws it again
+from the JSON) and the tables between the bench markers of README.md.
 """
 
+import json
 import multiprocessing as mp
 import os
 import statistics
@@ -269,21 +271,39 @@ def chart(pc, cont, path):
         ax.set_xticklabels([n.replace(" (EVALSHA)", "").replace(", ", "\n") for n in names],
                            rotation=35, ha="right", fontsize=8)
         ax.set_title(title, fontsize=10)
-    axes[0].set_yscale("log")
     axes[0].legend(fontsize=8)
     axes[2].bar([r["lock"] for r in cont], [r["p99_ms"] for r in cont], color=["C0", "C3", "C2"])
     axes[2].set_yscale("log")
+    axes[2].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axes[2].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[2].set_title("contended: wait p99, ms (lower is better)", fontsize=10)
     axes[2].tick_params(axis="x", labelrotation=25, labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
+def save(pc, cont):
+    data = {"per_command": [[label, aof, ins, rps] for (label, aof), (ins, rps) in pc.items()],
+            "contended": cont}
+    (DOCS / "benchmarks.json").write_text(json.dumps(data, indent=1) + "\n")
+
+
+def saved():
+    data = json.loads((DOCS / "benchmarks.json").read_text())
+    return {(label, aof): (ins, rps) for label, aof, ins, rps in data["per_command"]}, data["contended"]
+
+
 def main():
+    if sys.argv[1:] == ["--chart"]:
+        # Draws the chart again from the last run's figures.
+        chart(*saved(), DOCS / "benchmarks.png")
+        return 0
     subprocess.run(["cargo", "build", "--release", "--example", "load"], cwd=ROOT, check=True)
     pc = per_command()
     print("==> contended", flush=True)
     cont = contended()
+    DOCS.mkdir(exist_ok=True)
+    save(pc, cont)
     print("==> memory, hand-off latency, KEEP, readers", flush=True)
     mem, lat, keep, rw = extras()
 
