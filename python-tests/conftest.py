@@ -20,6 +20,13 @@ SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
 SERVER = os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "heavy: a measurement of padlock's own code (latency, memory) that takes "
+        "seconds; `make test` runs it on the first server only")
+
+
 def _port_free(port):
     with socket.socket() as s:
         try:

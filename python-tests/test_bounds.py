@@ -60,6 +60,7 @@ def resp(*args):
     return b"".join(out)
 
 
+@pytest.mark.heavy
 def test_macquire_of_1024_keys_with_1024_waiters(many_files, make_server, record_property):
     """1,024 clients each wait for the same 1,024 keys (plain sockets, so
     the clients cost little), then one LOCK.MRELEASE hands all the keys to

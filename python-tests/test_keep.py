@@ -184,6 +184,7 @@ def test_keep_in_any_option_order(r):
     assert r.info("padlock")["padlock_keep_bound"] == 2
 
 
+@pytest.mark.heavy
 def test_renewal_cost_and_memory_per_binding(server, record_property):
     """10,000 leases of 3 s renew 10,000 times a second: the rate of
     100,000 leases of 30 s. Reports the server CPU per renewal against an

@@ -3,6 +3,7 @@ scripts (the test suite has its own fixtures in python-tests/conftest.py)."""
 
 import os
 import pathlib
+import random
 import shutil
 import socket
 import subprocess
@@ -15,13 +16,36 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
 
 
+def _free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(extra=()):
+    """A free loopback port. A cluster node also needs port + 10000 (its
+    bus) free and at most 65535, so its port stays at or below 55535."""
+    cluster = "--cluster-enabled" in extra
+    for _ in range(500):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not cluster:
+            return port
+        port = random.randint(20000, 55535)
+        if _free(port) and _free(port + 10000):
+            return port
+    raise RuntimeError("no free port")
+
+
 class Server:
     def __init__(self, binary=None, extra=()):
         self.binary = binary or os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
         self.dir = tempfile.mkdtemp(prefix="padlock-bench-")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port(extra)
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--loadmodule", SO, *extra],
