@@ -2,9 +2,9 @@
 //! locks): who holds what, and whose lease ends first, kept in step here so
 //! that each kind only says what a holder holds.
 //!
-//! Most keys have a few holders: those live in one small vector sorted by
-//! name, and deadlines are found by a scan (no tree nodes to allocate on
-//! every new key). Past `FEW` holders the key moves to a map and a deadline
+//! Most keys have one holder, kept inline; a few holders live in one small
+//! vector sorted by name, and deadlines are found by a scan (no tree nodes
+//! to allocate on every new key). Past `FEW` holders the key moves to a map and a deadline
 //! index, which share each holder's name (`Rc`: values are created, copied
 //! and freed on Redis' main thread only; padlock's types set no
 //! `free_effort`, so Redis never frees them lazily in a thread).
@@ -20,9 +20,14 @@ pub trait Leased: Copy {
 /// Holders kept in the small form; one more and the key moves to the map.
 const FEW: usize = 8;
 
+/// A holder's name and entry, in the small forms.
+type Slot<E> = (Rc<[u8]>, E);
+
 #[derive(Debug, Clone)]
 enum Repr<E> {
-    Few(Vec<(Rc<[u8]>, E)>),
+    /// None or one holder (most keys): no allocation but the name.
+    One(Option<Slot<E>>),
+    Few(Vec<Slot<E>>),
     Many {
         holders: BTreeMap<Rc<[u8]>, E>,
         /// (deadline, holder) for every holder: earliest first, for expiry.
@@ -38,7 +43,7 @@ pub struct Leases<E> {
 impl<E> Default for Leases<E> {
     fn default() -> Self {
         Leases {
-            repr: Repr::Few(Vec::new()),
+            repr: Repr::One(None),
         }
     }
 }
@@ -69,49 +74,79 @@ impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Either<A, B> 
 }
 
 impl<E: Leased> Leases<E> {
+    /// The holders of the small forms, sorted by name.
+    fn few(&self) -> Option<&[Slot<E>]> {
+        match &self.repr {
+            Repr::One(one) => Some(one.as_slice()),
+            Repr::Few(v) => Some(v),
+            Repr::Many { .. } => None,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Few(v) => v.len(),
-            Repr::Many { holders, .. } => holders.len(),
+        match (&self.repr, self.few()) {
+            (_, Some(v)) => v.len(),
+            (Repr::Many { holders, .. }, None) => holders.len(),
+            _ => 0,
         }
     }
 
     pub fn get(&self, holder: &[u8]) -> Option<E> {
-        match &self.repr {
-            Repr::Few(v) => v
+        match (&self.repr, self.few()) {
+            (_, Some(v)) => v
                 .binary_search_by(|(h, _)| (**h).cmp(holder))
                 .ok()
                 .map(|i| v[i].1),
-            Repr::Many { holders, .. } => holders.get(holder).copied(),
+            (Repr::Many { holders, .. }, None) => holders.get(holder).copied(),
+            _ => None,
         }
     }
 
     /// Every holder, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], E)> {
-        match &self.repr {
-            Repr::Few(v) => Either::A(v.iter().map(|(h, e)| (&**h, *e))),
-            Repr::Many { holders, .. } => Either::B(holders.iter().map(|(h, e)| (&**h, *e))),
+        match (&self.repr, self.few()) {
+            (Repr::Many { holders, .. }, None) => {
+                Either::B(holders.iter().map(|(h, e)| (&**h, *e)))
+            }
+            (_, v) => Either::A(v.unwrap_or(&[]).iter().map(|(h, e)| (&**h, *e))),
         }
     }
 
     /// Sets the holder's entry (None: the holder leaves); the old one.
     pub fn set(&mut self, holder: &[u8], entry: Option<E>) -> Option<E> {
+        if let Repr::One(one) = &mut self.repr {
+            match (one.take(), entry) {
+                (None, None) => return None,
+                (None, Some(e)) => {
+                    *one = Some((Rc::from(holder), e));
+                    return None;
+                }
+                (Some((h, old)), new) if *h == *holder => {
+                    *one = new.map(|e| (h, e));
+                    return Some(old);
+                }
+                (Some(other), None) => {
+                    *one = Some(other);
+                    return None;
+                }
+                (Some(other), Some(_)) => self.repr = Repr::Few(vec![other]),
+            }
+        }
         if let (Repr::Few(v), Some(_)) = (&self.repr, entry) {
             if v.len() >= FEW && self.get(holder).is_none() {
                 self.grow();
             }
         }
         match &mut self.repr {
+            Repr::One(_) => None,
             Repr::Few(v) => match (v.binary_search_by(|(h, _)| (**h).cmp(holder)), entry) {
                 (Ok(i), Some(e)) => Some(std::mem::replace(&mut v[i].1, e)),
                 (Ok(i), None) => Some(v.remove(i).1),
                 (Err(i), Some(e)) => {
-                    // Most keys keep one holder: no room for more until asked.
-                    v.reserve_exact(if v.is_empty() { 1 } else { v.len() });
                     v.insert(i, (Rc::from(holder), e));
                     None
                 }
@@ -156,8 +191,8 @@ impl<E: Leased> Leases<E> {
 
     /// Holders whose lease ended by `now_ms`, earliest first.
     pub fn ended(&self, now_ms: i64) -> Vec<&[u8]> {
-        match &self.repr {
-            Repr::Few(v) => {
+        match (&self.repr, self.few()) {
+            (_, Some(v)) => {
                 let mut due: Vec<(i64, &[u8])> = v
                     .iter()
                     .filter(|(_, e)| e.deadline_ms() <= now_ms)
@@ -166,11 +201,12 @@ impl<E: Leased> Leases<E> {
                 due.sort_unstable();
                 due.into_iter().map(|(_, h)| h).collect()
             }
-            Repr::Many { by_deadline, .. } => by_deadline
+            (Repr::Many { by_deadline, .. }, None) => by_deadline
                 .iter()
                 .take_while(|(deadline, _)| *deadline <= now_ms)
                 .map(|(_, h)| &**h)
                 .collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -181,17 +217,21 @@ impl<E: Leased> Leases<E> {
 
     /// The key's expiry: the latest holder deadline.
     pub fn latest_deadline(&self) -> Option<i64> {
-        match &self.repr {
-            Repr::Few(v) => v.iter().map(|(_, e)| e.deadline_ms()).max(),
-            Repr::Many { by_deadline, .. } => by_deadline.iter().next_back().map(|(d, _)| *d),
+        match (&self.repr, self.few()) {
+            (_, Some(v)) => v.iter().map(|(_, e)| e.deadline_ms()).max(),
+            (Repr::Many { by_deadline, .. }, None) => {
+                by_deadline.iter().next_back().map(|(d, _)| *d)
+            }
+            _ => None,
         }
     }
 
     /// When a lease next runs out by itself.
     pub fn earliest_deadline(&self) -> Option<i64> {
-        match &self.repr {
-            Repr::Few(v) => v.iter().map(|(_, e)| e.deadline_ms()).min(),
-            Repr::Many { by_deadline, .. } => by_deadline.iter().next().map(|(d, _)| *d),
+        match (&self.repr, self.few()) {
+            (_, Some(v)) => v.iter().map(|(_, e)| e.deadline_ms()).min(),
+            (Repr::Many { by_deadline, .. }, None) => by_deadline.iter().next().map(|(d, _)| *d),
+            _ => None,
         }
     }
 
@@ -206,7 +246,8 @@ impl<E: Leased> Leases<E> {
             .sum();
         names
             + match &self.repr {
-                Repr::Few(v) => v.capacity() * std::mem::size_of::<(Rc<[u8]>, E)>(),
+                Repr::One(_) => 0,
+                Repr::Few(v) => v.capacity() * std::mem::size_of::<Slot<E>>(),
                 Repr::Many { holders, .. } => holders.len() * tree_entry,
             }
     }
@@ -215,6 +256,7 @@ impl<E: Leased> Leases<E> {
     /// unique in the small form, the index mirroring the map in the other.
     pub fn consistent(&self) -> bool {
         match &self.repr {
+            Repr::One(_) => true,
             Repr::Few(v) => v.len() <= FEW && v.windows(2).all(|w| w[0].0 < w[1].0),
             Repr::Many {
                 holders,
