@@ -5,15 +5,17 @@ test loudly with the tail of its log."""
 
 import os
 import pathlib
-import random
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 import redis
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+from harness import free_port  # noqa: E402  (one port picker for tests and scripts)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
@@ -25,32 +27,6 @@ def pytest_configure(config):
         "markers",
         "heavy: a measurement of padlock's own code (latency, memory) that takes "
         "seconds; `make test` runs it on the first server only")
-
-
-def _port_free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def free_port(cluster=False):
-    """A free loopback port; for cluster nodes also port+10000 (the bus),
-    so it stays at or below 55535."""
-    for _ in range(500):
-        if cluster:
-            port = random.randint(20000, 55535)
-            if _port_free(port) and _port_free(port + 10000):
-                return port
-        else:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port <= 55535 and _port_free(port):
-                return port
-    raise RuntimeError("no free port")
 
 
 class Server:

@@ -18,7 +18,6 @@ import hashlib
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import time
 
 import redis
 
-from harness import ROOT, SO
+from harness import ROOT, SO, free_port
 
 LOAD = ROOT / "target/release/examples/load"
 CALLS = 20_000
@@ -58,12 +57,6 @@ CASES = [
     ("SEM.RELEASE", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder"]),
     ("RWLOCK.ACQUIRE", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000"]),
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def real_command(binary):

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
 
 
-def _free(port):
+def port_free(port):
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -25,19 +25,20 @@ def _free(port):
             return False
 
 
-def free_port(extra=()):
-    """A free loopback port. A cluster node also needs port + 10000 (its
-    bus) free and at most 65535, so its port stays at or below 55535."""
-    cluster = "--cluster-enabled" in extra
+def free_port(cluster=False):
+    """A free loopback port, at or below 55535. A cluster node also needs
+    port + 10000 (its bus) free, and the bus port must exist."""
     for _ in range(500):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not cluster:
-            return port
-        port = random.randint(20000, 55535)
-        if _free(port) and _free(port + 10000):
-            return port
+        if cluster:
+            port = random.randint(20000, 55535)
+            if port_free(port) and port_free(port + 10000):
+                return port
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port <= 55535 and port_free(port):
+                return port
     raise RuntimeError("no free port")
 
 
@@ -45,7 +46,7 @@ class Server:
     def __init__(self, binary=None, extra=()):
         self.binary = binary or os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
         self.dir = tempfile.mkdtemp(prefix="padlock-bench-")
-        self.port = free_port(extra)
+        self.port = free_port(cluster="--cluster-enabled" in extra)
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--loadmodule", SO, *extra],

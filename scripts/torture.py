@@ -24,7 +24,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import time
 import redis
 from redis.sentinel import MasterNotFoundError, Sentinel
 
-from harness import SO
+from harness import SO, free_port
 
 SECONDS = float(os.environ.get("PADLOCK_TORTURE_SECONDS", "90"))
 SERVER = os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
@@ -41,12 +40,6 @@ TTL = 1000
 LOCKS = ["L1", "L2", "L3"]
 MULTI = ["{M}a", "{M}b"]
 SEM, SEM_LIMIT = "S", 2
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Node:

@@ -152,17 +152,24 @@ pub fn release(
         let cur = key.lock()?.filter(|l| fence.is_none_or(|f| l.fence == f));
         lock::release(name.as_slice(), cur.as_deref(), holder)?
     };
-    commit(
-        ctx,
-        name,
-        key,
-        effect,
-        Note::new(&info::RELEASED, Some(c"lock.release")),
-    );
+    commit_release(ctx, name, key, effect, count, holder);
+    Ok(count)
+}
+
+/// Commits one release; a lock let go entirely is no longer kept alive.
+fn commit_release(
+    ctx: &Context,
+    name: &RedisString,
+    key: Key,
+    effect: Effect,
+    count: u64,
+    holder: &[u8],
+) {
+    let note = Note::new(&info::RELEASED, Some(c"lock.release"));
+    commit(ctx, name, key, effect, note);
     if count == 0 {
         keep::unbind(ctx, name, holder);
     }
-    Ok(count)
 }
 
 /// All or nothing: one release of each key.
@@ -179,16 +186,7 @@ pub fn mrelease(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<V
     Ok(waiting::batch(ctx, || {
         let mut out = Vec::with_capacity(steps.len());
         for ((count, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
-            commit(
-                ctx,
-                name,
-                key,
-                effect,
-                Note::new(&info::RELEASED, Some(c"lock.release")),
-            );
-            if count == 0 {
-                keep::unbind(ctx, name, holder);
-            }
+            commit_release(ctx, name, key, effect, count, holder);
             out.push(count);
         }
         out
