@@ -28,11 +28,25 @@ async function once(client: Client, args: Arg[]): Promise<unknown> {
   }
 }
 
-/** A reentrant lock with a lease and a fencing token. */
-export class Lock extends Hold {
+/** A hold whose grant is one fencing token (locks, read-write modes). */
+abstract class FencedHold extends Hold {
   /** The fence of the current hold. */
   fence: bigint | undefined;
 
+  protected took(reply: unknown): bigint {
+    this.fence = big(reply);
+    return this.fence;
+  }
+
+  /** The fence, or null when not acquired (not `blocking`, or `timeout` ms passed). */
+  async acquire(options: AcquireOptions = {}): Promise<bigint | null> {
+    const reply = await this.acquireRaw(options);
+    return reply === null ? null : this.took(reply);
+  }
+}
+
+/** A reentrant lock with a lease and a fencing token. */
+export class Lock extends FencedHold {
   constructor(
     private readonly client: Client,
     key: string,
@@ -52,16 +66,6 @@ export class Lock extends Hold {
   }
   protected releasedAll(reply: unknown): boolean {
     return Number(reply) === 0;
-  }
-  protected took(reply: unknown): bigint {
-    this.fence = big(reply);
-    return this.fence;
-  }
-
-  /** The fence, or null when not acquired (not `blocking`, or `timeout` ms passed). */
-  async acquire(options: AcquireOptions = {}): Promise<bigint | null> {
-    const reply = await this.acquireRaw(options);
-    return reply === null ? null : this.took(reply);
   }
 
   /** `LOCK.INFO`: holder, count, fence, ttl, waiters, keep ({} when free). */
@@ -159,9 +163,7 @@ export class MultiLock extends Hold {
 }
 
 /** One mode of a `ReadWriteLock`. */
-export class RwHold extends Hold {
-  fence: bigint | undefined;
-
+export class RwHold extends FencedHold {
   constructor(client: Client, key: string, readonly mode: "READ" | "WRITE", options: HoldOptions) {
     super(client, key, options);
   }
@@ -177,16 +179,6 @@ export class RwHold extends Hold {
   }
   protected releasedAll(): boolean {
     return this.depth === 0; // counted per mode here
-  }
-  protected took(reply: unknown): bigint {
-    this.fence = big(reply);
-    return this.fence;
-  }
-
-  /** The holder's fence, or null. */
-  async acquire(options: AcquireOptions = {}): Promise<bigint | null> {
-    const reply = await this.acquireRaw(options);
-    return reply === null ? null : this.took(reply);
   }
 }
 

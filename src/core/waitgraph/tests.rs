@@ -98,6 +98,9 @@ fn declared_edge_is_replaced_and_removed_on_acquire() {
 /// One wait edge of the random graphs: holder, key, and whether the
 /// request shares (a reader) or excludes.
 type RawEdge = (u8, u8, bool);
+/// A model of who holds a key as a waiter sees it: (all of, any of).
+type HeldModel =
+    fn(&[RawEdge], &HashMap<u8, (u8, Vec<u8>)>, u8, u8, bool, usize) -> (Vec<u8>, Vec<u8>);
 
 /// Whom the request of edge `i` waits for: the key's holders (AND or OR,
 /// as the key says; a shared request only for holders marked as writers),
@@ -205,31 +208,25 @@ proptest! {
         for (i, (x, k, _)) in edges.iter().enumerate() {
             g.add_blocked(&[*x], *k, i as u64, None);
         }
-        let lookup = |x: &[u8], k: &u8| {
+        // What `x` waits for on `k`, by one of the two models of `held`.
+        let (edges_ref, keys_ref) = (&edges, &keys);
+        let model = |held: HeldModel| move |x: &[u8], k: &u8| {
+            let (edges, keys) = (edges_ref, keys_ref);
             let (s, ahead) = if x == [waiter] && *k == key {
                 (shares, edges.len())
             } else {
                 let i = edges.iter().position(|(y, ky, _)| [*y] == x && ky == k).unwrap();
                 (edges[i].2, i)
             };
-            let (all, any) = held_for(&edges, &keys, x[0], *k, s, ahead);
+            let (all, any) = held(edges, keys, x[0], *k, s, ahead);
             let v = |hs: Vec<u8>| hs.into_iter().map(|h| vec![h]).collect();
             Held { all: v(all), any: v(any) }
         };
+        let lookup = model(held_for);
         let got = fc(&[waiter], &key, |x| if x == [waiter] { vec![] } else { g.waits_for(x, 0) }, lookup);
         prop_assert_eq!(got.is_some(), brute(&edges, &keys, waiter, key, shares));
         // Waiting for the nearest conflicting group ahead finds the same.
-        let nearest = |x: &[u8], k: &u8| {
-            let (s, ahead) = if x == [waiter] && *k == key {
-                (shares, edges.len())
-            } else {
-                let i = edges.iter().position(|(y, ky, _)| [*y] == x && ky == k).unwrap();
-                (edges[i].2, i)
-            };
-            let (all, any) = held_nearest(&edges, &keys, x[0], *k, s, ahead);
-            let v = |hs: Vec<u8>| hs.into_iter().map(|h| vec![h]).collect();
-            Held { all: v(all), any: v(any) }
-        };
+        let nearest = model(held_nearest);
         let cheap = fc(&[waiter], &key, |x| if x == [waiter] { vec![] } else { g.waits_for(x, 0) }, nearest);
         prop_assert_eq!(cheap.is_some(), got.is_some());
         if let Some(path) = got {
