@@ -165,9 +165,14 @@ def test_fences_strictly_increase_across_keys(r):
 
 
 def test_fence_is_seeded_from_the_clock(r):
+    """SPEC: Words — seeded from `unix_ms << 10`, and below 2^53 so that a
+    double (JavaScript, Lua, JSON) holds every fence exactly."""
     f = r.execute_command("LOCK.ACQUIRE", "k", "h", 5000)
     now_ms = int(time.time() * 1000)
-    assert abs((f >> 16) - now_ms) < 60000
+    assert abs((f >> 10) - now_ms) < 60000
+    assert 0 < f < 2**53
+    g = r.execute_command("LOCK.ACQUIRE", "k2", "h", 5000)
+    assert float(g) > float(f), "two fences of one millisecond differ as doubles"
 
 
 def test_binary_safe_holders_and_keys(r):

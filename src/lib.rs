@@ -8,9 +8,9 @@ mod glue;
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::redis_module;
 
+use core::settings as s;
 use glue::config::{
-    MAX_HOLDER_LEN, MAX_HOLDER_LEN_CEILING, MAX_TTL_MS, MAX_TTL_MS_CEILING, MAX_WAITERS,
-    MAX_WAITERS_CEILING, MAX_WAITERS_PER_KEY, RESTART_GRACE,
+    EVICTION, MAX_HOLDER_LEN, MAX_TTL_MS, MAX_WAITERS, MAX_WAITERS_PER_KEY, RESTART_GRACE,
 };
 
 // Commands are registered in `init` from the one command table
@@ -27,13 +27,14 @@ redis_module! {
     ],
     configurations: [
         i64: [
-            ["max-ttl-ms", &MAX_TTL_MS, 86_400_000, 1, MAX_TTL_MS_CEILING, ConfigurationFlags::DEFAULT, None],
-            ["max-holder-len", &MAX_HOLDER_LEN, 512, 1, MAX_HOLDER_LEN_CEILING, ConfigurationFlags::DEFAULT, None],
-            ["max-waiters-per-key", &MAX_WAITERS_PER_KEY, 10_000, 1, MAX_WAITERS_CEILING, ConfigurationFlags::DEFAULT, None],
-            ["max-waiters", &MAX_WAITERS, 100_000, 1, MAX_WAITERS_CEILING, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_TTL_MS.name, &MAX_TTL_MS, s::MAX_TTL_MS.default, s::MAX_TTL_MS.min, s::MAX_TTL_MS.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_HOLDER_LEN_SETTING.name, &MAX_HOLDER_LEN, s::MAX_HOLDER_LEN_SETTING.default, s::MAX_HOLDER_LEN_SETTING.min, s::MAX_HOLDER_LEN_SETTING.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_WAITERS_PER_KEY.name, &MAX_WAITERS_PER_KEY, s::MAX_WAITERS_PER_KEY.default, s::MAX_WAITERS_PER_KEY.min, s::MAX_WAITERS_PER_KEY.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_WAITERS.name, &MAX_WAITERS, s::MAX_WAITERS.default, s::MAX_WAITERS.min, s::MAX_WAITERS.max, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
-            ["restart-grace-ms", &RESTART_GRACE, "0", ConfigurationFlags::DEFAULT, None],
+            [s::RESTART_GRACE_MS, &RESTART_GRACE, s::RESTART_GRACE_DEFAULT, ConfigurationFlags::DEFAULT, None],
+            [s::EVICTION, &EVICTION, s::EVICTION_DEFAULT, ConfigurationFlags::DEFAULT, None],
         ],
         bool: [],
         enum: [],

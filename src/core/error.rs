@@ -25,10 +25,16 @@ pub enum Error {
     PermitsOverLimit,
     /// An effect command naming a state the rules never reach.
     Invalid(&'static str),
+    /// An effect command sent by a client (they come only from the master
+    /// link and the AOF).
+    EffectOnly(Vec<u8>),
+    /// `eviction refuse` while `maxmemory-policy` (named) can evict.
+    EvictionRefused(String),
     /// A read-write lock mode other than `READ` or `WRITE`.
     Mode,
-    /// A reentry count that would overflow.
-    CountOverflow,
+    /// A counter (fence counter, reentry count, hold count) is at its
+    /// bound: the grant that would pass it is refused.
+    Bound { name: &'static str, max: u64 },
     /// The key holds a value of another type.
     WrongType,
     /// The holder does not hold the key (or not enough permits of it).
@@ -59,8 +65,16 @@ impl Error {
             }
             Error::PermitsOverLimit => "ERR PERMITS must not exceed limit".to_string(),
             Error::Invalid(why) => format!("ERR {why}"),
+            Error::EffectOnly(cmd) => format!(
+                "ERR {} is applied from the replication stream and the AOF only",
+                escape(cmd).to_ascii_uppercase()
+            ),
+            Error::EvictionRefused(policy) => format!(
+                "ERR maxmemory-policy {} can evict held locks (padlock.eviction is refuse)",
+                escape(policy.as_bytes())
+            ),
             Error::Mode => "ERR mode must be READ or WRITE".to_string(),
-            Error::CountOverflow => "ERR reentry count would overflow".to_string(),
+            Error::Bound { name, max } => format!("ERR {name} is at its bound ({max})"),
             Error::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
             }

@@ -6,6 +6,7 @@
 //! The lease is the key's own expiry: a lock whose deadline passed is simply
 //! absent (Redis expires the key), so these functions see `None` for it.
 
+use super::bounds::MAX_COUNT;
 use super::error::Error;
 use super::fence::FenceCounter;
 
@@ -53,7 +54,13 @@ fn not_held(key: &[u8], holder: &[u8]) -> Error {
 }
 
 fn bump(count: u64) -> Result<u64, Error> {
-    count.checked_add(1).ok_or(Error::CountOverflow)
+    match count.checked_add(1) {
+        Some(n) if n <= MAX_COUNT => Ok(n),
+        _ => Err(Error::Bound {
+            name: "reentry count",
+            max: MAX_COUNT,
+        }),
+    }
 }
 
 /// `LOCK.ACQUIRE` without waiting. `Ok(None)`: held by another holder.
@@ -67,7 +74,7 @@ pub fn acquire(
     let deadline_ms = now_ms.saturating_add(ttl_ms);
     match current {
         None => {
-            let fence = fences.next(now_ms);
+            let fence = fences.next(now_ms)?;
             let lock = Lock {
                 holder: holder.into(),
                 count: 1,
@@ -146,15 +153,20 @@ pub fn extend(
 
 /// `LOCK.EXTEND` of a missing lock during the restart grace: the holder
 /// that is still working gets it back (count 1, a new fence).
-pub fn recreate(holder: &[u8], ttl_ms: i64, now_ms: i64, fences: &mut FenceCounter) -> Effect {
-    Effect::Put {
+pub fn recreate(
+    holder: &[u8],
+    ttl_ms: i64,
+    now_ms: i64,
+    fences: &mut FenceCounter,
+) -> Result<Effect, Error> {
+    Ok(Effect::Put {
         lock: Lock {
             holder: holder.into(),
             count: 1,
-            fence: fences.next(now_ms),
+            fence: fences.next(now_ms)?,
         },
         deadline_ms: now_ms.saturating_add(ttl_ms),
-    }
+    })
 }
 
 /// `LOCK.MACQUIRE` without waiting: all keys or none. `Ok(None)` when any
@@ -295,17 +307,23 @@ mod tests {
     fn count_overflow_is_an_error() {
         let lock = Lock {
             holder: b"a"[..].into(),
-            count: u64::MAX,
+            count: MAX_COUNT,
             fence: 1,
         };
+        let bound = Error::Bound {
+            name: "reentry count",
+            max: MAX_COUNT,
+        };
         let mut f = FenceCounter::default();
+        assert_eq!(acquire(Some(&lock), b"a", 5, 0, &mut f).unwrap_err(), bound);
+        assert_eq!(reenter(b"k", Some(&lock), b"a", 5, 0).unwrap_err(), bound);
+        let below = Lock {
+            count: MAX_COUNT - 1,
+            ..lock
+        };
         assert_eq!(
-            acquire(Some(&lock), b"a", 5, 0, &mut f).unwrap_err(),
-            Error::CountOverflow
-        );
-        assert_eq!(
-            reenter(b"k", Some(&lock), b"a", 5, 0).unwrap_err(),
-            Error::CountOverflow
+            reenter(b"k", Some(&below), b"a", 5, 0).unwrap().0,
+            MAX_COUNT
         );
     }
 

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod bounds;
 pub mod cluster;
 pub mod error;
 pub mod fence;
@@ -14,6 +15,7 @@ pub mod lock;
 pub mod queue;
 pub mod rwlock;
 pub mod semaphore;
+pub mod settings;
 pub mod stored;
 pub mod syntax;
 pub mod waiters;

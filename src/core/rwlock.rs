@@ -20,8 +20,8 @@ use super::error::Error;
 use super::fence::FenceCounter;
 use super::leases::{self, Leases};
 
-/// Most holds of one mode per holder: replies carry counts as signed 64-bit.
-pub const MAX_HOLDS: u64 = i64::MAX as u64;
+/// Most holds of one mode per holder.
+pub const MAX_HOLDS: u64 = super::bounds::MAX_COUNT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -98,7 +98,10 @@ fn not_held(key: &[u8], holder: &[u8]) -> Error {
 fn bump(n: u64) -> Result<u64, Error> {
     n.checked_add(1)
         .filter(|n| *n <= MAX_HOLDS)
-        .ok_or(Error::CountOverflow)
+        .ok_or(Error::Bound {
+            name: "hold count",
+            max: MAX_HOLDS,
+        })
 }
 
 impl RwLock {
@@ -199,7 +202,7 @@ impl RwLock {
             (None, _) => Entry {
                 reads: u64::from(mode == Mode::Read),
                 writes: u64::from(mode == Mode::Write),
-                fence: fences.next(now_ms),
+                fence: fences.next(now_ms)?,
                 deadline_ms,
             },
         };

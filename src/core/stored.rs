@@ -3,28 +3,25 @@
 //! may be damaged or forged; a value that breaks an invariant the rules rely
 //! on (a count of 0, an empty holder, permits past every bound) would make
 //! later commands misbehave long after the load, so it is refused whole.
+//! The effect commands (replication, AOF) check their states here too: one
+//! definition of a valid state, so what the server accepts it can save,
+//! load, `DUMP` and `RESTORE` again.
 
+use super::bounds::{MAX_COUNT, MAX_DEADLINE_MS, MAX_FENCE, MAX_HOLDER_LEN, MAX_PERMITS};
 use super::lock::Lock;
 use super::rwlock::{self, RwLock};
 use super::semaphore::Semaphore;
 
-/// Longest holder any configuration accepts (`max-holder-len` ceiling).
-pub const MAX_HOLDER_LEN: usize = 65_536;
-/// Largest semaphore limit and permit count: 2^31 - 1.
-pub const MAX_PERMITS: u64 = i32::MAX as u64;
-/// Latest deadline accepted: far past any real lease (about 285,000 years
-/// of unix ms), yet sums with a ttl can never overflow.
-pub const MAX_DEADLINE_MS: i64 = 1 << 53;
-/// Largest fence or reentry count: replies carry them as signed 64-bit.
-pub const MAX_COUNTER: u64 = i64::MAX as u64;
-
-/// Why a stored value was refused (for the server log).
+/// Why a stored value was refused (for the server log, or the effect
+/// command's error reply).
 pub type Invalid = &'static str;
 
-fn holder(h: &[u8]) -> Result<(), Invalid> {
+/// A holder name; `max` is the ceiling for loaded values and
+/// `max-holder-len` for effect commands.
+pub fn holder(h: &[u8], max: usize) -> Result<(), Invalid> {
     match h.len() {
         0 => Err("empty holder"),
-        n if n > MAX_HOLDER_LEN => Err("holder longer than 65536 bytes"),
+        n if n > max.min(MAX_HOLDER_LEN) => Err("holder longer than max-holder-len"),
         _ => Ok(()),
     }
 }
@@ -37,28 +34,104 @@ fn deadline(d: i64) -> Result<(), Invalid> {
     }
 }
 
+/// A key's expiry in an effect: 0 (none: an AOF rewrite sends the key's
+/// expiry apart) or a valid deadline.
+pub fn key_deadline(d: i64) -> Result<(), Invalid> {
+    if d == 0 {
+        Ok(())
+    } else {
+        deadline(d)
+    }
+}
+
+fn fence(f: u64) -> Result<(), Invalid> {
+    if (1..=MAX_FENCE).contains(&f) {
+        Ok(())
+    } else {
+        Err("fence out of range")
+    }
+}
+
 /// A fencing-token counter saved beside the data.
 pub fn fence_counter(v: u64) -> Result<u64, Invalid> {
-    if v <= MAX_COUNTER {
+    if v <= MAX_FENCE {
         Ok(v)
     } else {
         Err("fence counter out of range")
     }
 }
 
-pub fn lock(h: &[u8], count: u64, fence: u64) -> Result<Lock, Invalid> {
-    holder(h)?;
-    if !(1..=MAX_COUNTER).contains(&count) {
+/// A lock as stored: the RDB loader and `PADLOCK.LOCKSET` both build it
+/// here.
+pub fn lock(h: &[u8], max_holder: usize, count: u64, f: u64) -> Result<Lock, Invalid> {
+    holder(h, max_holder)?;
+    if !(1..=MAX_COUNT).contains(&count) {
         return Err("reentry count out of range");
     }
-    if !(1..=MAX_COUNTER).contains(&fence) {
-        return Err("fence out of range");
-    }
+    fence(f)?;
     Ok(Lock {
         holder: h.into(),
         count,
-        fence,
+        fence: f,
     })
+}
+
+/// A semaphore limit.
+pub fn limit(limit: u64) -> Result<(), Invalid> {
+    if (1..=MAX_PERMITS).contains(&limit) {
+        Ok(())
+    } else {
+        Err("limit out of range")
+    }
+}
+
+/// One semaphore holder; permits 0 (an effect that removes the holder)
+/// only where `leaving` allows it.
+pub fn sem_holder(
+    h: &[u8],
+    max_holder: usize,
+    permits: u64,
+    deadline_ms: i64,
+    leaving: bool,
+) -> Result<(), Invalid> {
+    holder(h, max_holder)?;
+    if permits == 0 && leaving {
+        return Ok(());
+    }
+    if !(1..=MAX_PERMITS).contains(&permits) {
+        return Err("permits out of range");
+    }
+    deadline(deadline_ms)
+}
+
+/// One read-write lock holder; no holds at all (an effect that removes the
+/// holder) only where `leaving` allows it.
+pub fn rw_entry(
+    h: &[u8],
+    max_holder: usize,
+    e: &rwlock::Entry,
+    leaving: bool,
+) -> Result<(), Invalid> {
+    holder(h, max_holder)?;
+    if e.reads == 0 && e.writes == 0 && leaving {
+        return Ok(());
+    }
+    if e.reads > MAX_COUNT || e.writes > MAX_COUNT || e.reads + e.writes == 0 {
+        return Err("hold count out of range");
+    }
+    fence(e.fence)?;
+    deadline(e.deadline_ms)
+}
+
+/// Whether `h` may hold `e` beside the holders `rw` has: a writer is alone
+/// (but for its own read holds).
+pub fn rw_fits(rw: &RwLock, h: &[u8], e: &rwlock::Entry) -> Result<(), Invalid> {
+    let holds = e.reads + e.writes > 0;
+    let others = rw.holders().any(|(x, _)| x != h);
+    if holds && (rw.writer().is_some_and(|w| w != h) || (e.writes > 0 && others)) {
+        return Err("a writer beside another holder");
+    }
+    Ok(())
 }
 
 /// Builds a semaphore holder by holder, checking each as it arrives, so a
@@ -69,24 +142,18 @@ pub struct SemaphoreLoader {
 }
 
 impl SemaphoreLoader {
-    pub fn new(limit: u64, holders: u64) -> Result<Self, Invalid> {
-        if !(1..=MAX_PERMITS).contains(&limit) {
-            return Err("limit out of range");
-        }
+    pub fn new(l: u64, holders: u64) -> Result<Self, Invalid> {
+        limit(l)?;
         if holders == 0 {
             return Err("semaphore without holders");
         }
         Ok(SemaphoreLoader {
-            sem: Semaphore::new(limit),
+            sem: Semaphore::new(l),
         })
     }
 
     pub fn holder(&mut self, h: &[u8], permits: u64, deadline_ms: i64) -> Result<(), Invalid> {
-        holder(h)?;
-        if !(1..=MAX_PERMITS).contains(&permits) {
-            return Err("permits out of range");
-        }
-        deadline(deadline_ms)?;
+        sem_holder(h, MAX_HOLDER_LEN, permits, deadline_ms, false)?;
         if self.sem.holder(h).is_some() {
             return Err("holder named twice");
         }
@@ -116,20 +183,11 @@ impl RwLockLoader {
     }
 
     pub fn holder(&mut self, h: &[u8], e: rwlock::Entry) -> Result<(), Invalid> {
-        holder(h)?;
-        if e.reads > MAX_COUNTER || e.writes > MAX_COUNTER || e.reads + e.writes == 0 {
-            return Err("hold count out of range");
-        }
-        if !(1..=MAX_COUNTER).contains(&e.fence) {
-            return Err("fence out of range");
-        }
-        deadline(e.deadline_ms)?;
+        rw_entry(h, MAX_HOLDER_LEN, &e, false)?;
         if self.rw.holder(h).is_some() {
             return Err("holder named twice");
         }
-        if self.rw.writer().is_some() || (e.writes > 0 && !self.rw.is_empty()) {
-            return Err("a writer beside another holder");
-        }
+        rw_fits(&self.rw, h, &e)?;
         self.rw.apply(&rwlock::Effect::set(h, e));
         Ok(())
     }
@@ -143,15 +201,48 @@ impl RwLockLoader {
 mod tests {
     use super::*;
 
+    const M: usize = MAX_HOLDER_LEN;
+
     #[test]
     fn locks() {
-        assert!(lock(b"a", 1, 1).is_ok());
-        assert!(lock(b"", 1, 1).is_err());
-        assert!(lock(&[b'x'; MAX_HOLDER_LEN + 1], 1, 1).is_err());
-        assert!(lock(b"a", 0, 1).is_err());
-        assert!(lock(b"a", 1, 0).is_err());
-        assert!(lock(b"a", u64::MAX, 1).is_err());
-        assert!(lock(b"a", 1, MAX_COUNTER + 1).is_err());
+        assert!(lock(b"a", M, 1, 1).is_ok());
+        assert!(lock(b"", M, 1, 1).is_err());
+        assert!(lock(&[b'x'; MAX_HOLDER_LEN + 1], M, 1, 1).is_err());
+        assert!(lock(b"abc", 2, 1, 1).is_err(), "longer than max-holder-len");
+        assert!(lock(b"a", M, 0, 1).is_err());
+        assert!(lock(b"a", M, 1, 0).is_err());
+        assert!(lock(b"a", M, u64::MAX, 1).is_err());
+        assert!(lock(b"a", M, MAX_COUNT + 1, 1).is_err());
+        assert!(lock(b"a", M, MAX_COUNT, MAX_FENCE).is_ok());
+        assert!(lock(b"a", M, 1, MAX_FENCE + 1).is_err());
+        assert!(lock(b"a", M, 1, i64::MAX as u64).is_err());
+    }
+
+    #[test]
+    fn effects() {
+        assert!(key_deadline(0).is_ok());
+        assert!(key_deadline(MAX_DEADLINE_MS).is_ok());
+        assert!(key_deadline(MAX_DEADLINE_MS + 1).is_err());
+        assert!(key_deadline(-1).is_err());
+        assert!(sem_holder(b"h", M, 0, 0, true).is_ok(), "a holder leaving");
+        assert!(sem_holder(b"h", M, 0, 0, false).is_err());
+        assert!(sem_holder(b"h", M, 2, i64::MAX, true).is_err());
+        assert!(sem_holder(b"h", M, 2, 0, true).is_err());
+        let none = rwlock::Entry {
+            reads: 0,
+            writes: 0,
+            fence: 0,
+            deadline_ms: 0,
+        };
+        assert!(rw_entry(b"h", M, &none, true).is_ok());
+        assert!(rw_entry(b"h", M, &none, false).is_err());
+        let big = rwlock::Entry {
+            reads: 1,
+            fence: MAX_FENCE + 1,
+            deadline_ms: 5,
+            ..none
+        };
+        assert!(rw_entry(b"h", M, &big, true).is_err());
     }
 
     #[test]
@@ -214,6 +305,8 @@ mod tests {
     #[test]
     fn counters() {
         assert_eq!(fence_counter(5), Ok(5));
+        assert_eq!(fence_counter(MAX_FENCE), Ok(MAX_FENCE));
+        assert!(fence_counter(MAX_FENCE + 1).is_err());
         assert!(fence_counter(u64::MAX).is_err());
     }
 }

@@ -7,19 +7,14 @@ use redis_module::{ConfigurationValue, RedisError, RedisString};
 
 use crate::core::args::Limits;
 use crate::core::grace::Grace;
+use crate::core::settings::{self as s, Eviction};
 
-pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(86_400_000);
-pub static MAX_HOLDER_LEN: AtomicI64 = AtomicI64::new(512);
-/// Most clients blocked on one key, and on the whole server: a wait past
-/// either is refused with an error instead of growing without bound.
-pub static MAX_WAITERS_PER_KEY: AtomicI64 = AtomicI64::new(10_000);
-pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(100_000);
-pub const MAX_WAITERS_CEILING: i64 = 100_000_000;
-
-/// Bounds for the settings themselves: a ttl up to about 34 years, a holder
-/// up to 64 KiB.
-pub const MAX_TTL_MS_CEILING: i64 = 1 << 40;
-pub const MAX_HOLDER_LEN_CEILING: i64 = crate::core::stored::MAX_HOLDER_LEN as i64;
+// The settings' current values; names, defaults and ranges are in
+// `core::settings`.
+pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(s::MAX_TTL_MS.default);
+pub static MAX_HOLDER_LEN: AtomicI64 = AtomicI64::new(s::MAX_HOLDER_LEN_SETTING.default);
+pub static MAX_WAITERS_PER_KEY: AtomicI64 = AtomicI64::new(s::MAX_WAITERS_PER_KEY.default);
+pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(s::MAX_WAITERS.default);
 
 pub fn limits() -> Limits {
     Limits {
@@ -72,10 +67,9 @@ impl ConfigurationValue<RedisString> for GraceSetting {
     }
 
     fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
-        let g = Grace::parse(val.as_slice(), MAX_TTL_MS_CEILING).map_err(|_| {
-            RedisError::String(format!(
-                "restart-grace-ms must be 0 to {MAX_TTL_MS_CEILING} or auto"
-            ))
+        let max = s::MAX_TTL_MS.max;
+        let g = Grace::parse(val.as_slice(), max).map_err(|_| {
+            RedisError::String(format!("restart-grace-ms must be 0 to {max} or auto"))
         })?;
         self.store(g);
         Ok(())
@@ -94,4 +88,35 @@ pub fn grace_ends(ttl_ms: i64) -> Option<i64> {
     RESTART_GRACE
         .get()
         .ends_at(GRACE_FROM_MS.load(Ordering::Relaxed), ttl_ms)
+}
+
+/// `eviction`: `warn` (0) or `refuse` (1).
+pub struct EvictionSetting(AtomicI64);
+
+pub static EVICTION: EvictionSetting = EvictionSetting(AtomicI64::new(0));
+
+impl EvictionSetting {
+    pub fn get(&self) -> Eviction {
+        match self.0.load(Ordering::Relaxed) {
+            1 => Eviction::Refuse,
+            _ => Eviction::Warn,
+        }
+    }
+}
+
+impl ConfigurationValue<RedisString> for EvictionSetting {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        RedisString::create_from_slice(
+            std::ptr::null_mut(),
+            EvictionSetting::get(self).name().as_bytes(),
+        )
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let e = Eviction::parse(val.as_slice())
+            .ok_or(RedisError::Str("eviction must be warn or refuse"))?;
+        self.0
+            .store(i64::from(e == Eviction::Refuse), Ordering::Relaxed);
+        Ok(())
+    }
 }

@@ -51,7 +51,7 @@ const DOCS: &[Doc] = &[
     Doc { name: "lock.macquire", summary: "Acquires several locks all at once or none; replies their fences.", complexity: "O(N) where N is the number of keys", syntax: "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP]", keys: Keys::Counted(GRANT) },
     Doc { name: "lock.mrelease", summary: "Releases one reentry of each of several locks, all or none; replies the counts left.", complexity: "O(N) where N is the number of keys", syntax: "numkeys key [key ...] holder", keys: Keys::Counted(GIVE_BACK) },
     Doc { name: "lock.waitfor", summary: "Declares that a holder waits for a key (deadlock detection for clients that wait on their own side).", complexity: "O(E) where E is the number of wait edges reachable from the key", syntax: "key holder ttl-ms", keys: Keys::One(LOOK) },
-    Doc { name: "lock.graph", summary: "Shows the wait-for graph: waiter, key, holders, ms left per edge.", complexity: "O(E) where E is the number of wait edges", syntax: "", keys: Keys::None },
+    Doc { name: "lock.graph", summary: "Shows the wait-for graph: waiter, key, holders, ms left per edge, for keys the caller may read.", complexity: "O(E) where E is the number of wait edges", syntax: "[COUNT n]", keys: Keys::None },
     Doc { name: "sem.acquire", summary: "Takes permits of a counting semaphore with a lease per holder; replies the permits the holder holds, nil when not enough are free.", complexity: "O(log N) where N is the number of holders", syntax: "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]", keys: Keys::One(GRANT) },
     Doc { name: "sem.release", summary: "Gives back permits of a semaphore (all by default); replies the permits left.", complexity: "O(log N) where N is the number of holders", syntax: "key holder [PERMITS n]", keys: Keys::One(GIVE_BACK) },
     Doc { name: "sem.extend", summary: "Resets a semaphore holder's lease.", complexity: "O(log N) where N is the number of holders", syntax: "key holder ttl-ms [PERMITS n] [KEEP]", keys: Keys::One(RENEW) },
@@ -60,9 +60,9 @@ const DOCS: &[Doc] = &[
     Doc { name: "rwlock.release", summary: "Releases one read or write hold; replies [reads, writes] left.", complexity: "O(log N) where N is the number of holders", syntax: "key holder READ|WRITE", keys: Keys::One(GIVE_BACK) },
     Doc { name: "rwlock.extend", summary: "Resets a read-write lock holder's lease.", complexity: "O(log N) where N is the number of holders", syntax: "key holder ttl-ms [KEEP]", keys: Keys::One(RENEW) },
     Doc { name: "rwlock.info", summary: "Shows a read-write lock's mode, holders, waiters and keep.", complexity: "O(N) where N is the number of holders", syntax: "key", keys: Keys::One(LOOK) },
-    Doc { name: "padlock.lockset", summary: "Internal: sets a lock's state as replicas and the AOF receive it.", complexity: "O(1)", syntax: "key holder count fence deadline-ms", keys: Keys::One(SET) },
-    Doc { name: "padlock.semset", summary: "Internal: sets a semaphore holder's state as replicas and the AOF receive it.", complexity: "O(log N) where N is the number of holders", syntax: "key holder limit permits deadline-ms", keys: Keys::One(SET) },
-    Doc { name: "padlock.rwset", summary: "Internal: sets a read-write lock holder's state as replicas and the AOF receive it.", complexity: "O(log N) where N is the number of holders", syntax: "key holder reads writes fence deadline-ms", keys: Keys::One(SET) },
+    Doc { name: "padlock.lockset", summary: "Effect (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.", complexity: "O(1)", syntax: "key holder count fence deadline-ms", keys: Keys::One(SET) },
+    Doc { name: "padlock.semset", summary: "Effect (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.", complexity: "O(log N) where N is the number of holders", syntax: "key holder limit permits deadline-ms", keys: Keys::One(SET) },
+    Doc { name: "padlock.rwset", summary: "Effect (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.", complexity: "O(log N) where N is the number of holders", syntax: "key holder reads writes fence deadline-ms", keys: Keys::One(SET) },
 ];
 
 /// The release every command first appeared in.

@@ -6,32 +6,43 @@ use redis_module::{raw, Context, NotifyEvent, RedisString};
 
 use super::blocking;
 use super::config;
+use super::eviction;
+use super::guard;
 use super::info;
 use super::keep;
 use super::server::{notify, now_ms};
-use super::types;
+use super::types::{self, Kind};
 use super::waiting;
 
-/// `expired` / `evicted`: a lease that ran out with its key.
+/// `expired` / `evicted`: a whole key that ran out, counted under its
+/// kind, or a held value evicted (see `eviction`).
 pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) {
-    let Some(expired_event) = types::take_unlinked(key) else {
-        return;
-    };
-    if event.contains(NotifyEvent::EXPIRED) {
-        info::bump(&info::EXPIRED);
-        notify(
-            ctx,
-            expired_event,
-            &RedisString::create_from_slice(ctx.ctx, key),
-        );
-    }
+    guard::call((), || {
+        let Some(kind) = types::take_unlinked(key) else {
+            return;
+        };
+        if event.contains(NotifyEvent::EVICTED) {
+            eviction::evicted(ctx, kind, key);
+        } else if event.contains(NotifyEvent::EXPIRED) {
+            info::bump(match kind {
+                Kind::Lock => &info::EXPIRED,
+                Kind::Sem => &info::SEM_EXPIRED,
+                Kind::RwLock => &info::RW_EXPIRED,
+            });
+            notify(
+                ctx,
+                kind.expired_event(),
+                &RedisString::create_from_slice(ctx.ctx, key),
+            );
+        }
+    })
 }
 
 /// Generic events: a lease moved by hand (`PEXPIRE`, `EXPIREAT`, ...) must
 /// move the hand-off timer of the key's waiters.
 pub fn on_generic_event(_ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
     if name == "expire" {
-        waiting::expiry_changed(key);
+        guard::call((), || waiting::expiry_changed(key));
     }
 }
 
@@ -51,12 +62,14 @@ unsafe extern "C" fn on_role_changed(
     subevent: u64,
     _data: *mut c_void,
 ) {
-    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
-        config::start_grace(now_ms());
-    } else {
-        // A replica renews nothing: bound leases run out on the new master
-        // unless their holders bind them there again.
-        keep::clear();
-        waiting::demoted();
-    }
+    guard::call((), || {
+        if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+            config::start_grace(now_ms());
+        } else {
+            // A replica renews nothing: bound leases run out on the new
+            // master unless their holders bind them there again.
+            keep::clear();
+            waiting::demoted();
+        }
+    })
 }

@@ -8,7 +8,12 @@ pub static REENTERED: AtomicU64 = AtomicU64::new(0);
 pub static RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static EXTENDED: AtomicU64 = AtomicU64::new(0);
 pub static CONTENDED: AtomicU64 = AtomicU64::new(0);
+/// Whole keys that ran out, per kind.
 pub static EXPIRED: AtomicU64 = AtomicU64::new(0);
+pub static SEM_EXPIRED: AtomicU64 = AtomicU64::new(0);
+pub static RW_EXPIRED: AtomicU64 = AtomicU64::new(0);
+/// Held values (of any kind) removed by eviction.
+pub static EVICTED_HELD: AtomicU64 = AtomicU64::new(0);
 pub static SEM_ACQUIRED: AtomicU64 = AtomicU64::new(0);
 pub static SEM_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static SEM_EXTENDED: AtomicU64 = AtomicU64::new(0);

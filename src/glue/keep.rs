@@ -54,6 +54,10 @@ thread_local! {
     static BOUND: RefCell<Bindings<Lease, How>> = RefCell::new(Bindings::default());
     /// The armed timer: (id, fires at unix ms).
     static TIMER: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
+    /// Connections that closed while the bindings were borrowed: their
+    /// bindings end at the next timer, before anything is renewed (a dead
+    /// connection's leases must never be kept).
+    static CLOSED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
@@ -147,12 +151,21 @@ fn arm(at: i64) {
 unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     TIMER.set(None);
     let ctx = Context::new(ctx);
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| renew_due(&ctx)));
+    super::guard::call((), || renew_due(&ctx));
 }
 
 /// Renews what is due (at most `BATCH`), then re-arms for the next.
 fn renew_due(ctx: &Context) {
     let now = now_ms();
+    let closed = CLOSED.with(|c| c.try_borrow_mut().map(|mut c| std::mem::take(&mut *c)));
+    if let Ok(closed) = closed {
+        BOUND.with(|b| {
+            let mut b = b.borrow_mut();
+            for id in closed {
+                b.drop_client(id);
+            }
+        });
+    }
     if !blocking::is_master(ctx) {
         return;
     }
@@ -209,9 +222,21 @@ unsafe extern "C" fn on_client_change(
     let Some(info) = (data as *const raw::RedisModuleClientInfo).as_ref() else {
         return;
     };
-    BOUND.with(|b| {
-        if let Ok(mut b) = b.try_borrow_mut() {
-            b.drop_client(info.id);
+    super::guard::call((), || {
+        let dropped = BOUND.with(|b| match b.try_borrow_mut() {
+            Ok(mut b) => {
+                b.drop_client(info.id);
+                true
+            }
+            Err(_) => false,
+        });
+        if !dropped {
+            CLOSED.with(|c| {
+                if let Ok(mut c) = c.try_borrow_mut() {
+                    c.push(info.id);
+                }
+            });
+            arm(now_ms());
         }
     });
 }

@@ -14,6 +14,7 @@ macro_rules! rm {
     };
 }
 
+mod acl;
 pub mod alloc;
 mod blocking;
 mod commands;
@@ -21,7 +22,9 @@ mod commit;
 pub mod config;
 mod docs;
 pub mod events;
+pub mod eviction;
 mod fences;
+mod guard;
 mod hooks;
 mod info;
 mod keep;
@@ -44,10 +47,15 @@ impl Arg for RedisString {
     }
 }
 
-pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     std::panic::set_hook(Box::new(|p| {
         eprintln!("padlock: internal error (panic): {p}");
     }));
+    let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    if let Err(why) = crate::core::settings::check_load_args(&raw_args) {
+        ctx.log_warning(&format!("padlock: refusing to load: {why}"));
+        return Status::Err;
+    }
     config::start_grace(server::now_ms());
     // HANDLE_IO_ERRORS: a damaged RESTORE payload or RDB file makes a load
     // fail (and be refused) instead of aborting the server.
@@ -61,6 +69,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     waiting::init(ctx);
     keep::init(ctx);
     events::subscribe(ctx);
+    eviction::init(ctx);
     report::register(ctx);
     Status::Ok
 }

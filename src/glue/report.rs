@@ -39,11 +39,13 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
         ("sem_released", c(&SEM_RELEASED)),
         ("sem_extended", c(&SEM_EXTENDED)),
         ("sem_contended", c(&SEM_CONTENDED)),
+        ("sem_expired", c(&SEM_EXPIRED)),
         ("sem_expired_holders", c(&SEM_EXPIRED_HOLDERS)),
         ("rw_acquired", c(&RW_ACQUIRED)),
         ("rw_released", c(&RW_RELEASED)),
         ("rw_extended", c(&RW_EXTENDED)),
         ("rw_contended", c(&RW_CONTENDED)),
+        ("rw_expired", c(&RW_EXPIRED)),
         ("rw_expired_holders", c(&RW_EXPIRED_HOLDERS)),
         ("keep_renewals", c(&KEEP_RENEWALS)),
         ("keep_lost", c(&KEEP_LOST)),
@@ -52,20 +54,32 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
         ("timeouts", c(&TIMEOUTS)),
         ("handoffs", c(&HANDOFFS)),
         ("turned_away", c(&TURNED_AWAY)),
+        ("evicted_held", c(&EVICTED_HELD)),
+        (
+            "eviction_safe",
+            if for_crash_report {
+                -1
+            } else {
+                i64::from(super::eviction::safe())
+            },
+        ),
         ("last_fence", fences::last() as i64),
     ]
 }
 
 extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
-    // SAFETY: called by Redis with a live info context.
-    unsafe {
-        rm!(RedisModule_InfoAddSection)(ctx, std::ptr::null_mut());
-        for (name, value) in fields(for_crash_report != 0) {
-            if let Ok(name) = CString::new(name) {
-                rm!(RedisModule_InfoAddFieldLongLong)(ctx, name.as_ptr(), value);
+    super::guard::call((), || {
+        let fields = fields(for_crash_report != 0);
+        // SAFETY: called by Redis with a live info context.
+        unsafe {
+            rm!(RedisModule_InfoAddSection)(ctx, std::ptr::null_mut());
+            for (name, value) in fields {
+                if let Ok(name) = CString::new(name) {
+                    rm!(RedisModule_InfoAddFieldLongLong)(ctx, name.as_ptr(), value);
+                }
             }
         }
-    }
+    })
 }
 
 pub fn register(ctx: &Context) {

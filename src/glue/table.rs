@@ -6,11 +6,11 @@
 use std::ffi::{CStr, CString};
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{raw, Context, RedisError, RedisString, Status};
 
 use super::commands::{self as cmd, Body};
+use super::guard;
 use super::replicate;
 use super::server;
 
@@ -38,14 +38,12 @@ fn handle(
     body: Body,
 ) -> c_int {
     let context = Context::new(ctx);
-    let response = match catch_unwind(AssertUnwindSafe(|| {
-        with_args(argv, argc, |args| body(&context, args))
-    })) {
-        Ok(result) => server::reply(result),
-        Err(_) => Err(RedisError::Str(
-            "ERR padlock internal error, see the server log",
-        )),
-    };
+    let failed = Err(RedisError::Str(
+        "ERR padlock internal error, see the server log",
+    ));
+    let response = guard::call(failed, || {
+        server::reply(with_args(argv, argc, |args| body(&context, args)))
+    });
     context.reply(response) as c_int
 }
 
@@ -122,25 +120,26 @@ commands! {
     c"lock.acquire" => cmd::lock::acquire, c"write deny-oom fast", (1, 1, 1), "write fast";
     c"lock.reenter" => cmd::lock::reenter, c"write deny-oom fast", (1, 1, 1), "write fast";
     c"lock.release" => cmd::lock::release, c"write fast", (1, 1, 1), "write fast";
-    c"lock.extend" => cmd::lock::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"lock.extend" => cmd::lock::extend, c"write fast", (1, 1, 1), "write fast";
     c"lock.info" => cmd::lock::info, c"readonly fast", (1, 1, 1), "read fast";
     c"lock.macquire" => cmd::lock::macquire, c"write deny-oom getkeys-api", (0, 0, 0), "write";
     c"lock.mrelease" => cmd::lock::mrelease, c"write getkeys-api", (0, 0, 0), "write";
-    c"lock.waitfor" => cmd::lock::waitfor, c"write fast", (1, 1, 1), "write fast";
+    c"lock.waitfor" => cmd::lock::waitfor, c"write deny-oom fast", (1, 1, 1), "write fast";
     c"lock.graph" => cmd::lock::graph, c"readonly", (0, 0, 0), "read";
     c"sem.acquire" => cmd::sem::acquire, c"write deny-oom fast", (1, 1, 1), "write fast";
     c"sem.release" => cmd::sem::release, c"write fast", (1, 1, 1), "write fast";
-    c"sem.extend" => cmd::sem::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"sem.extend" => cmd::sem::extend, c"write fast", (1, 1, 1), "write fast";
     c"sem.info" => cmd::sem::info, c"readonly", (1, 1, 1), "read";
     c"rwlock.acquire" => cmd::rwlock::acquire, c"write deny-oom fast", (1, 1, 1), "write fast";
     c"rwlock.release" => cmd::rwlock::release, c"write fast", (1, 1, 1), "write fast";
-    c"rwlock.extend" => cmd::rwlock::extend, c"write deny-oom fast", (1, 1, 1), "write fast";
+    c"rwlock.extend" => cmd::rwlock::extend, c"write fast", (1, 1, 1), "write fast";
     c"rwlock.info" => cmd::rwlock::info, c"readonly", (1, 1, 1), "read";
-    // Internal (replication, AOF): `admin` keeps them out of ordinary
-    // users' reach, `+@padlock` does not grant them.
-    c"padlock.lockset" => cmd::internal::lockset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
-    c"padlock.semset" => cmd::internal::semset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
-    c"padlock.rwset" => cmd::internal::rwset, c"write deny-oom admin", (1, 1, 1), "write admin dangerous";
+    // Effects (replication, AOF only): `internal` where the server knows
+    // the flag (see `register`); the bodies refuse any other caller, and
+    // `admin` keeps them out of `+@padlock` and `+@write`.
+    c"padlock.lockset" => cmd::internal::lockset, c"write admin", (1, 1, 1), "write admin dangerous";
+    c"padlock.semset" => cmd::internal::semset, c"write admin", (1, 1, 1), "write admin dangerous";
+    c"padlock.rwset" => cmd::internal::rwset, c"write admin", (1, 1, 1), "write admin dangerous";
 }
 
 /// Registers every command, then its ACL categories where the server has
@@ -148,19 +147,23 @@ commands! {
 /// refuse to load there if they were mandatory).
 pub fn register(ctx: &Context) -> Status {
     for c in COMMANDS {
-        let (first, last, step) = c.keys;
-        // SAFETY: called from OnLoad with static strings.
-        let status = unsafe {
-            rm!(RedisModule_CreateCommand)(
-                ctx.ctx,
-                c.name.as_ptr(),
-                Some(c.handler),
-                c.flags.as_ptr(),
-                first,
-                last,
-                step,
-            )
+        // An effect command is first offered as `internal` (Redis 8.0+:
+        // unknown to clients, absent from `COMMAND`, still applied from the
+        // master link and the AOF); servers without the flag refuse it, and
+        // then it is registered as it is.
+        let internal = c
+            .name
+            .to_bytes()
+            .starts_with(b"padlock.")
+            .then(|| CString::new(format!("{} internal", c.flags.to_string_lossy())).ok())
+            .flatten();
+        let mut status = match &internal {
+            Some(flags) => create(ctx, c, flags),
+            None => raw::REDISMODULE_ERR as c_int,
         };
+        if status != raw::REDISMODULE_OK as c_int {
+            status = create(ctx, c, c.flags);
+        }
         if status != raw::REDISMODULE_OK as c_int {
             ctx.log_warning(&format!("padlock: could not register {:?}", c.name));
             return Status::Err;
@@ -169,6 +172,22 @@ pub fn register(ctx: &Context) -> Status {
     set_acl_categories(ctx);
     super::docs::register(ctx);
     Status::Ok
+}
+
+fn create(ctx: &Context, c: &Command, flags: &CStr) -> c_int {
+    let (first, last, step) = c.keys;
+    // SAFETY: called from OnLoad with C strings that outlive the call.
+    unsafe {
+        rm!(RedisModule_CreateCommand)(
+            ctx.ctx,
+            c.name.as_ptr(),
+            Some(c.handler),
+            flags.as_ptr(),
+            first,
+            last,
+            step,
+        )
+    }
 }
 
 fn set_acl_categories(ctx: &Context) {

@@ -4,8 +4,8 @@
 
 use super::error::Error;
 
-/// Largest semaphore limit and permit count: 2^31 - 1.
-pub const MAX_PERMITS: i64 = i32::MAX as i64;
+/// Largest semaphore limit and permit count (see `bounds`).
+pub const MAX_PERMITS: i64 = super::bounds::MAX_PERMITS as i64;
 /// Most keys one `LOCK.MACQUIRE` / `LOCK.MRELEASE` may name.
 pub const MAX_KEYS: i64 = 1024;
 
@@ -43,8 +43,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_ttl_ms: 86_400_000,
-            max_holder_len: 512,
+            max_ttl_ms: super::settings::MAX_TTL_MS.default,
+            max_holder_len: super::settings::MAX_HOLDER_LEN_SETTING.default as usize,
         }
     }
 }
@@ -87,14 +87,18 @@ pub struct MultiKey<'a, A> {
     pub keep: bool,
 }
 
-/// Parses a decimal integer the way Redis does: optional `-`, digits only,
-/// no spaces or `+`, within i64.
+/// Parses a decimal integer the way Redis does (`string2ll`): optional
+/// `-`, digits only, no spaces or `+`, no leading zeros (`0100`, `00`,
+/// `-0` are refused, as `PX 0100` is), within i64.
 pub fn parse_int(bytes: &[u8]) -> Option<i64> {
+    if bytes == b"0" {
+        return Some(0);
+    }
     let (neg, digits) = match bytes.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, bytes),
     };
-    if digits.is_empty() || digits.len() > 19 {
+    if digits.is_empty() || digits.len() > 19 || digits[0] == b'0' {
         return None;
     }
     // Accumulated towards the sign, so that i64::MIN parses too.
@@ -288,6 +292,21 @@ pub fn lock_mrelease<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Multi
         block_ms: None,
         keep: false,
     })
+}
+
+/// Edges `LOCK.GRAPH` shows without `COUNT`.
+pub const GRAPH_COUNT: usize = 10_000;
+
+/// `LOCK.GRAPH [COUNT n]`: the most edges to show.
+pub fn graph<A: Arg>(args: &[A]) -> Result<usize, Error> {
+    match args {
+        [] => Ok(GRAPH_COUNT),
+        [name, n] if name.bytes().eq_ignore_ascii_case(b"COUNT") => {
+            Ok(ranged(n, "COUNT", 1, i32::MAX as i64)? as usize)
+        }
+        [_] | [_, _] => Err(Error::Syntax),
+        _ => Err(Error::Arity),
+    }
 }
 
 mod rwlock;

@@ -18,6 +18,10 @@ fn integers_are_strict() {
         b"0x10",
         b"-",
         b"99999999999999999999",
+        b"0100",
+        b"00",
+        b"-0",
+        b"-01",
     ] {
         assert_eq!(parse_int(bad), None, "{bad:?}");
     }
@@ -34,10 +38,13 @@ fn integers_at_the_edges() {
 
 proptest::proptest! {
     /// The hand-written parser agrees with std's, limited to Redis' form
-    /// (no `+`, no spaces).
+    /// (no `+`, no spaces, no leading zero but in `0` itself).
     #[test]
     fn integers_match_std(s in "-?[0-9+ a]{0,21}") {
-        let std_form = !s.contains('+') && s.trim_start_matches('-').len() <= 19;
+        let digits = s.strip_prefix('-').unwrap_or(&s);
+        let std_form = !s.contains('+')
+            && digits.len() <= 19
+            && !(digits.starts_with('0') && s != "0");
         let expected = if std_form { s.parse::<i64>().ok() } else { None };
         proptest::prop_assert_eq!(parse_int(s.as_bytes()), expected);
     }

@@ -7,6 +7,7 @@ use crate::core::args;
 use crate::core::error::Error;
 use crate::core::lock::Grant;
 use crate::glue::config::limits;
+use crate::glue::eviction;
 use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -17,6 +18,7 @@ use crate::glue::waiting;
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep)?;
+    eviction::check_acquire(ctx)?;
     let attempt = match kind::open_to(ctx, req.key, req.holder)? {
         true => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()),
         false => Ok(None),
@@ -38,6 +40,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep)?;
+    eviction::check_acquire(ctx)?;
     let count = kind::reenter(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
     kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(count as i64))
@@ -77,11 +80,12 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
 }
 
 pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    if declare_keys(ctx, args) {
+    if declare_keys(ctx, args, 2) {
         return Ok(RedisValue::NoReply);
     }
     let req = args::lock_macquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep)?;
+    eviction::check_acquire(ctx)?;
     let mut open = true;
     for k in req.keys {
         open &= kind::open_to(ctx, k, req.holder)?;
@@ -112,7 +116,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
 }
 
 pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    if declare_keys(ctx, args) {
+    if declare_keys(ctx, args, 1) {
         return Ok(RedisValue::NoReply);
     }
     let req = args::lock_mrelease(&args[1..], &limits())?;
@@ -131,8 +135,6 @@ pub fn waitfor(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn graph(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    if args.len() != 1 {
-        return Err(Error::Arity);
-    }
-    Ok(waiting::graph(ctx))
+    let count = args::graph(&args[1..])?;
+    Ok(waiting::graph(ctx, count))
 }

@@ -55,19 +55,24 @@ fn grant_or_wait<T>(
     }
 }
 
-/// Declares the keys of `numkeys key [key ...]` commands to cluster routing,
-/// ACL and `COMMAND GETKEYS`. Returns true when this call was only that.
-fn declare_keys(ctx: &Context, args: &[RedisString]) -> bool {
+/// Declares the keys of `numkeys key [key ...] <after more>` commands to
+/// cluster routing, ACL and `COMMAND GETKEYS`. Returns true when this call
+/// was only that. A `numkeys` the arguments cannot hold declares no key, so
+/// `COMMAND GETKEYS` answers an error (and the command itself its own),
+/// never holder or ttl as keys.
+fn declare_keys(ctx: &Context, args: &[RedisString], after: usize) -> bool {
     if !ctx.is_keys_position_request() {
         return false;
     }
     let n = args
         .get(1)
         .and_then(|a| args::parse_int(a.bytes()))
-        .unwrap_or(0)
-        .clamp(0, args.len() as i64 - 2);
-    for pos in 2..2 + n {
-        ctx.key_at_pos(pos as i32);
+        .filter(|n| (1..=args::MAX_KEYS).contains(n))
+        .map_or(0, |n| n as usize);
+    if 2 + n + after <= args.len() {
+        for pos in 2..2 + n {
+            ctx.key_at_pos(pos as i32);
+        }
     }
     true
 }

@@ -8,6 +8,7 @@ use crate::core::args;
 use crate::core::error::Error;
 use crate::core::rwlock::{Grant, RwLock};
 use crate::glue::config::limits;
+use crate::glue::eviction;
 use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -18,6 +19,7 @@ use crate::glue::waiting;
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::rw_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep)?;
+    eviction::check_acquire(ctx)?;
     // With requests queued a newcomer goes behind them; a holder adding a
     // read hold, the writer reentering and an upgrade do not.
     let queued = waiting::has_waiters(ctx, req.key);

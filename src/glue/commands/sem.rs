@@ -7,6 +7,7 @@ use super::{grant_or_wait, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::glue::config::limits;
+use crate::glue::eviction;
 use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -17,6 +18,7 @@ use crate::glue::waiting;
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep)?;
+    eviction::check_acquire(ctx)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
     let attempt = if waiting::has_waiters(ctx, req.key) {
         // Still a look at the key: holders whose lease ran out leave now,

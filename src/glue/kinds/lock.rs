@@ -207,7 +207,7 @@ pub fn extend(
         let cur = key.lock()?;
         match lock::extend(name.as_slice(), cur.as_deref(), holder, ttl_ms, now) {
             Err(Error::NotHeld { .. }) if cur.is_none() && grace_running(now, ttl_ms) => {
-                fences::with(|f| lock::recreate(holder, ttl_ms, now, f))
+                fences::with(|f| lock::recreate(holder, ttl_ms, now, f))?
             }
             other => other?,
         }

@@ -9,7 +9,8 @@ use std::sync::atomic::AtomicU64;
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
-use crate::core::rwlock::{Effect, Grant, Mode, RwLock};
+use crate::core::rwlock::{Effect, Entry, Grant, Mode, RwLock};
+use crate::core::stored;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
@@ -170,12 +171,13 @@ pub fn extend(
 pub fn set(ctx: &Context, name: &RedisString, effect: Effect<'_>) -> Result<(), Error> {
     fences::observe(effect.fence);
     change(ctx, name, None, Note::default(), |rw| {
-        let h: &[u8] = &effect.holder;
-        let holds = effect.reads + effect.writes > 0;
-        let others = rw.holders().any(|(x, _)| x != h);
-        if holds && (rw.writer().is_some_and(|w| w != h) || (effect.writes > 0 && others)) {
-            return Err(Error::Invalid("a writer cannot share the key"));
-        }
+        let e = Entry {
+            reads: effect.reads,
+            writes: effect.writes,
+            fence: effect.fence,
+            deadline_ms: effect.deadline_ms,
+        };
+        stored::rw_fits(rw, &effect.holder[..], &e).map_err(Error::Invalid)?;
         Ok(((), Some(effect)))
     })
 }

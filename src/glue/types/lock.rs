@@ -8,6 +8,7 @@ use redis_module::native_types::RedisType;
 use redis_module::raw;
 
 use super::*;
+use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::glue::info::LOCKS;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
@@ -37,28 +38,32 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
 );
 
 extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let load = || -> Result<Lock, Invalid> {
-        known_encoding(encver)?;
-        let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
-        let count = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-        let fence = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-        stored::lock(holder.as_ref(), count, fence)
-    };
-    match load() {
-        Ok(lock) => {
-            fences::observe(lock.fence);
-            into_raw(lock)
+    guard::call(std::ptr::null_mut(), || {
+        let load = || -> Result<Lock, Invalid> {
+            known_encoding(encver)?;
+            let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+            let count = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            let fence = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            stored::lock(holder.as_ref(), MAX_HOLDER_LEN, count, fence)
+        };
+        match load() {
+            Ok(lock) => {
+                fences::observe(lock.fence);
+                into_raw(lock)
+            }
+            Err(why) => refuse(rdb, "pdlk-lock", why),
         }
-        Err(why) => refuse(rdb, "pdlk-lock", why),
-    }
+    })
 }
 
 extern "C" fn lock_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis hands back a pointer made by `into_raw::<Lock>`.
-    let lock = unsafe { &*(value as *const Lock) };
-    raw::save_slice(rdb, &lock.holder);
-    raw::save_unsigned(rdb, lock.count);
-    raw::save_unsigned(rdb, lock.fence);
+    guard::call((), || {
+        // SAFETY: Redis hands back a pointer made by `into_raw::<Lock>`.
+        let lock = unsafe { &*(value as *const Lock) };
+        raw::save_slice(rdb, &lock.holder);
+        raw::save_unsigned(rdb, lock.count);
+        raw::save_unsigned(rdb, lock.fence);
+    })
 }
 
 extern "C" fn lock_aof_rewrite(
@@ -66,22 +71,26 @@ extern "C" fn lock_aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: as above.
-    let lock = unsafe { &*(value as *const Lock) };
-    // Deadline 0: Redis emits the key's PEXPIREAT right after this command.
-    emit(
-        aof,
-        crate::glue::replicate::LOCKSET,
-        key,
-        &lock.holder,
-        &[lock.count as i64, lock.fence as i64, 0],
-    );
+    guard::call((), || {
+        // SAFETY: as above.
+        let lock = unsafe { &*(value as *const Lock) };
+        // Deadline 0: Redis emits the key's PEXPIREAT right after this command.
+        emit(
+            aof,
+            crate::glue::replicate::LOCKSET,
+            key,
+            &lock.holder,
+            &[lock.count as i64, lock.fence as i64, 0],
+        );
+    })
 }
 
 extern "C" fn lock_mem_usage(value: *const c_void) -> usize {
-    // SAFETY: as above.
-    let lock = unsafe { &*(value as *const Lock) };
-    std::mem::size_of::<Lock>() + lock.holder.len()
+    guard::call(0, || {
+        // SAFETY: as above.
+        let lock = unsafe { &*(value as *const Lock) };
+        std::mem::size_of::<Lock>() + lock.holder.len()
+    })
 }
 
 impl Value for Lock {
@@ -100,5 +109,5 @@ impl Stored for Lock {
 }
 
 extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, c"lock.expired");
+    unlinked(key, Kind::Lock);
 }

@@ -17,6 +17,7 @@ use redis_module::native_types::RedisType;
 use redis_module::raw;
 
 use super::fences;
+use super::guard;
 use super::info::gauge;
 use crate::core::lock::Lock;
 use crate::core::rwlock::RwLock;
@@ -35,12 +36,48 @@ const TYPE_METHOD_VERSION: u64 = 4;
 
 // ---- unlink tracking ------------------------------------------------------
 
+/// padlock's kinds of value, as the keyspace events and counters name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Lock,
+    Sem,
+    RwLock,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Sem => "semaphore",
+            Kind::RwLock => "read-write lock",
+        }
+    }
+
+    /// The keyspace event for a whole key whose lease ran out.
+    pub fn expired_event(self) -> &'static CStr {
+        match self {
+            Kind::Lock => c"lock.expired",
+            Kind::Sem => c"sem.expired",
+            Kind::RwLock => c"rwlock.expired",
+        }
+    }
+
+    /// The keyspace event for a held value removed by eviction.
+    pub fn evicted_event(self) -> &'static CStr {
+        match self {
+            Kind::Lock => c"lock.evicted",
+            Kind::Sem => c"sem.evicted",
+            Kind::RwLock => c"rwlock.evicted",
+        }
+    }
+}
+
 thread_local! {
     static ON_PURPOSE: Cell<bool> = const { Cell::new(false) };
-    /// The last lock/semaphore key removed by someone else (DEL, expiry,
-    /// eviction): the expired-event handler matches it to count expired
-    /// leases, the blocking layer to serve the key's waiters.
-    static LAST_UNLINKED: RefCell<Option<(Vec<u8>, &'static CStr)>> = const { RefCell::new(None) };
+    /// The last padlock key removed by someone else (DEL, expiry,
+    /// eviction): the expired/evicted event handler matches it to count
+    /// and announce it under its kind.
+    static LAST_UNLINKED: RefCell<Option<(Vec<u8>, Kind)>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` (a delete padlock itself does) without it counting as a removal
@@ -52,9 +89,9 @@ pub fn deleting_on_purpose(f: impl FnOnce()) {
 }
 
 /// Takes the key last removed by another hand, when it is `key`: the
-/// `expired` event then counts a lease that ran out with its key, and
-/// sends the type's own expiry event (returned here).
-pub fn take_unlinked(key: &[u8]) -> Option<&'static CStr> {
+/// `expired` / `evicted` event then counts it under its kind (returned
+/// here) and sends the kind's own event.
+pub fn take_unlinked(key: &[u8]) -> Option<Kind> {
     LAST_UNLINKED.with(|l| {
         let mut l = l.borrow_mut();
         match l.take() {
@@ -67,21 +104,26 @@ pub fn take_unlinked(key: &[u8]) -> Option<&'static CStr> {
     })
 }
 
-/// What every type's `unlink` callback does; `expired_event` is the
-/// type's keyspace event for a lease that ran out.
-fn unlinked(key: *mut raw::RedisModuleString, expired_event: &'static CStr) {
-    if ON_PURPOSE.with(|p| p.get()) {
-        return;
-    }
-    let name = redis_module::RedisString::string_as_slice(key).to_vec();
-    super::hooks::key_gone(&name);
-    LAST_UNLINKED.with(|l| *l.borrow_mut() = Some((name, expired_event)));
+/// What every type's `unlink` callback does.
+fn unlinked(key: *mut raw::RedisModuleString, kind: Kind) {
+    super::guard::call((), || {
+        if ON_PURPOSE.with(|p| p.get()) {
+            return;
+        }
+        let name = redis_module::RedisString::string_as_slice(key).to_vec();
+        super::hooks::key_gone(&name);
+        LAST_UNLINKED.with(|l| {
+            if let Ok(mut l) = l.try_borrow_mut() {
+                *l = Some((name, kind));
+            }
+        });
+    })
 }
 
 // ---- fence counter in the RDB ---------------------------------------------
 
 pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
-    raw::save_unsigned(rdb, fences::last());
+    guard::call((), || raw::save_unsigned(rdb, fences::last()))
 }
 
 pub(super) extern "C" fn aux_load(
@@ -89,7 +131,7 @@ pub(super) extern "C" fn aux_load(
     _encver: c_int,
     _when: c_int,
 ) -> c_int {
-    match raw::load_unsigned(rdb)
+    let load = || match raw::load_unsigned(rdb)
         .map_err(|_| SHORT)
         .and_then(stored::fence_counter)
     {
@@ -101,7 +143,8 @@ pub(super) extern "C" fn aux_load(
             refuse(rdb, "fence counter", why);
             raw::Status::Err as c_int
         }
-    }
+    };
+    guard::call(raw::Status::Err as c_int, load)
 }
 
 // ---- refusing damaged data -------------------------------------------------
@@ -183,10 +226,12 @@ pub fn into_raw<T: Value>(value: T) -> *mut c_void {
 }
 
 pub(super) extern "C" fn free_value<T: Value>(value: *mut c_void) {
-    // SAFETY: the pointer came from Box::into_raw of a T, and Redis frees
-    // each value once.
-    drop(unsafe { Box::from_raw(value as *mut T) });
-    gauge(T::GAUGE, -1);
+    guard::call((), || {
+        // SAFETY: the pointer came from Box::into_raw of a T, and Redis
+        // frees each value once.
+        drop(unsafe { Box::from_raw(value as *mut T) });
+        gauge(T::GAUGE, -1);
+    })
 }
 
 pub(super) extern "C" fn copy_value<T: Value>(
@@ -194,9 +239,11 @@ pub(super) extern "C" fn copy_value<T: Value>(
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    // SAFETY: Redis hands back a pointer it got from a Box<T>.
-    let v = unsafe { &*(value as *const T) };
-    into_raw(v.clone())
+    guard::call(std::ptr::null_mut(), || {
+        // SAFETY: Redis hands back a pointer it got from a Box<T>.
+        let v = unsafe { &*(value as *const T) };
+        into_raw(v.clone())
+    })
 }
 
 /// Emits `CMD key holder n1 n2 n3 [n4]` into a rewritten AOF.

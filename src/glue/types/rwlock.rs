@@ -39,40 +39,44 @@ pub static RWLOCK_TYPE: RedisType = RedisType::new(
 );
 
 extern "C" fn rw_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let load = || -> Result<RwLock, Invalid> {
-        known_encoding(encver)?;
-        let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-        let mut rw = stored::RwLockLoader::new(n)?;
-        for _ in 0..n {
-            let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
-            let entry = Entry {
-                reads: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
-                writes: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
-                fence: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
-                deadline_ms: raw::load_signed(rdb).map_err(|_| SHORT)?,
-            };
-            rw.holder(holder.as_ref(), entry)?;
-            fences::observe(entry.fence);
+    guard::call(std::ptr::null_mut(), || {
+        let load = || -> Result<RwLock, Invalid> {
+            known_encoding(encver)?;
+            let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            let mut rw = stored::RwLockLoader::new(n)?;
+            for _ in 0..n {
+                let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+                let entry = Entry {
+                    reads: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
+                    writes: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
+                    fence: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
+                    deadline_ms: raw::load_signed(rdb).map_err(|_| SHORT)?,
+                };
+                rw.holder(holder.as_ref(), entry)?;
+                fences::observe(entry.fence);
+            }
+            Ok(rw.finish())
+        };
+        match load() {
+            Ok(rw) => into_raw(rw),
+            Err(why) => refuse(rdb, "pdlk-rwlk", why),
         }
-        Ok(rw.finish())
-    };
-    match load() {
-        Ok(rw) => into_raw(rw),
-        Err(why) => refuse(rdb, "pdlk-rwlk", why),
-    }
+    })
 }
 
 extern "C" fn rw_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis hands back a pointer made by `into_raw::<RwLock>`.
-    let rw = unsafe { &*(value as *const RwLock) };
-    raw::save_unsigned(rdb, rw.len() as u64);
-    for (holder, e) in rw.holders() {
-        raw::save_slice(rdb, holder);
-        raw::save_unsigned(rdb, e.reads);
-        raw::save_unsigned(rdb, e.writes);
-        raw::save_unsigned(rdb, e.fence);
-        raw::save_signed(rdb, e.deadline_ms);
-    }
+    guard::call((), || {
+        // SAFETY: Redis hands back a pointer made by `into_raw::<RwLock>`.
+        let rw = unsafe { &*(value as *const RwLock) };
+        raw::save_unsigned(rdb, rw.len() as u64);
+        for (holder, e) in rw.holders() {
+            raw::save_slice(rdb, holder);
+            raw::save_unsigned(rdb, e.reads);
+            raw::save_unsigned(rdb, e.writes);
+            raw::save_unsigned(rdb, e.fence);
+            raw::save_signed(rdb, e.deadline_ms);
+        }
+    })
 }
 
 extern "C" fn rw_aof_rewrite(
@@ -80,22 +84,24 @@ extern "C" fn rw_aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: as above.
-    let rw = unsafe { &*(value as *const RwLock) };
-    for (holder, e) in rw.holders() {
-        emit(
-            aof,
-            crate::glue::replicate::RWSET,
-            key,
-            holder,
-            &[
-                e.reads as i64,
-                e.writes as i64,
-                e.fence as i64,
-                e.deadline_ms,
-            ],
-        );
-    }
+    guard::call((), || {
+        // SAFETY: as above.
+        let rw = unsafe { &*(value as *const RwLock) };
+        for (holder, e) in rw.holders() {
+            emit(
+                aof,
+                crate::glue::replicate::RWSET,
+                key,
+                holder,
+                &[
+                    e.reads as i64,
+                    e.writes as i64,
+                    e.fence as i64,
+                    e.deadline_ms,
+                ],
+            );
+        }
+    })
 }
 
 /// What one holder of a key with many holders costs besides its name: two
@@ -104,9 +110,11 @@ extern "C" fn rw_aof_rewrite(
 const RW_HOLDER_OVERHEAD: usize = 165;
 
 extern "C" fn rw_mem_usage(value: *const c_void) -> usize {
-    // SAFETY: as above.
-    let rw = unsafe { &*(value as *const RwLock) };
-    std::mem::size_of::<RwLock>() + rw.holders_heap_bytes(RW_HOLDER_OVERHEAD)
+    guard::call(0, || {
+        // SAFETY: as above.
+        let rw = unsafe { &*(value as *const RwLock) };
+        std::mem::size_of::<RwLock>() + rw.holders_heap_bytes(RW_HOLDER_OVERHEAD)
+    })
 }
 
 impl Value for RwLock {
@@ -137,5 +145,5 @@ impl Stored for RwLock {
 }
 
 extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, c"rwlock.expired");
+    unlinked(key, Kind::RwLock);
 }

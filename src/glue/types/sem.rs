@@ -37,35 +37,39 @@ pub static SEM_TYPE: RedisType = RedisType::new(
 );
 
 extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let load = || -> Result<Semaphore, Invalid> {
-        known_encoding(encver)?;
-        let limit = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-        let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-        let mut sem = stored::SemaphoreLoader::new(limit, n)?;
-        for _ in 0..n {
-            let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
-            let permits = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-            let deadline = raw::load_signed(rdb).map_err(|_| SHORT)?;
-            sem.holder(holder.as_ref(), permits, deadline)?;
+    guard::call(std::ptr::null_mut(), || {
+        let load = || -> Result<Semaphore, Invalid> {
+            known_encoding(encver)?;
+            let limit = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+            let mut sem = stored::SemaphoreLoader::new(limit, n)?;
+            for _ in 0..n {
+                let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
+                let permits = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
+                let deadline = raw::load_signed(rdb).map_err(|_| SHORT)?;
+                sem.holder(holder.as_ref(), permits, deadline)?;
+            }
+            Ok(sem.finish())
+        };
+        match load() {
+            Ok(sem) => into_raw(sem),
+            Err(why) => refuse(rdb, "pdlk-sema", why),
         }
-        Ok(sem.finish())
-    };
-    match load() {
-        Ok(sem) => into_raw(sem),
-        Err(why) => refuse(rdb, "pdlk-sema", why),
-    }
+    })
 }
 
 extern "C" fn sem_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis hands back a pointer made by `into_raw::<Semaphore>`.
-    let sem = unsafe { &*(value as *const Semaphore) };
-    raw::save_unsigned(rdb, sem.limit());
-    raw::save_unsigned(rdb, sem.len() as u64);
-    for (holder, e) in sem.holders() {
-        raw::save_slice(rdb, holder);
-        raw::save_unsigned(rdb, e.permits);
-        raw::save_signed(rdb, e.deadline_ms);
-    }
+    guard::call((), || {
+        // SAFETY: Redis hands back a pointer made by `into_raw::<Semaphore>`.
+        let sem = unsafe { &*(value as *const Semaphore) };
+        raw::save_unsigned(rdb, sem.limit());
+        raw::save_unsigned(rdb, sem.len() as u64);
+        for (holder, e) in sem.holders() {
+            raw::save_slice(rdb, holder);
+            raw::save_unsigned(rdb, e.permits);
+            raw::save_signed(rdb, e.deadline_ms);
+        }
+    })
 }
 
 extern "C" fn sem_aof_rewrite(
@@ -73,17 +77,19 @@ extern "C" fn sem_aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: as above.
-    let sem = unsafe { &*(value as *const Semaphore) };
-    for (holder, e) in sem.holders() {
-        emit(
-            aof,
-            crate::glue::replicate::SEMSET,
-            key,
-            holder,
-            &[sem.limit() as i64, e.permits as i64, e.deadline_ms],
-        );
-    }
+    guard::call((), || {
+        // SAFETY: as above.
+        let sem = unsafe { &*(value as *const Semaphore) };
+        for (holder, e) in sem.holders() {
+            emit(
+                aof,
+                crate::glue::replicate::SEMSET,
+                key,
+                holder,
+                &[sem.limit() as i64, e.permits as i64, e.deadline_ms],
+            );
+        }
+    })
 }
 
 /// What one holder of a key with many holders costs besides its name: two
@@ -92,9 +98,11 @@ extern "C" fn sem_aof_rewrite(
 const SEM_HOLDER_OVERHEAD: usize = 124;
 
 extern "C" fn sem_mem_usage(value: *const c_void) -> usize {
-    // SAFETY: as above.
-    let sem = unsafe { &*(value as *const Semaphore) };
-    std::mem::size_of::<Semaphore>() + sem.holders_heap_bytes(SEM_HOLDER_OVERHEAD)
+    guard::call(0, || {
+        // SAFETY: as above.
+        let sem = unsafe { &*(value as *const Semaphore) };
+        std::mem::size_of::<Semaphore>() + sem.holders_heap_bytes(SEM_HOLDER_OVERHEAD)
+    })
 }
 
 impl Value for Semaphore {
@@ -114,5 +122,5 @@ impl Stored for Semaphore {
 }
 
 extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, c"sem.expired");
+    unlinked(key, Kind::Sem);
 }

@@ -8,7 +8,6 @@
 
 use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{raw, Context};
 
@@ -27,9 +26,7 @@ struct Wake {
 }
 
 pub fn guarded(f: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        eprintln!("padlock: internal error in a callback");
-    }
+    super::super::guard::call((), f)
 }
 
 fn wake_of(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Wake> {
@@ -92,7 +89,8 @@ unsafe extern "C" fn free_wake(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void
     if data.is_null() {
         return;
     }
-    let w = Box::from_raw(data as *mut Wake);
+    // SAFETY: the private data is a Box<Wake> from `wake`, freed once.
+    let w = unsafe { Box::from_raw(data as *mut Wake) };
     if !w.sent.get() {
         if let Some(undo) = w.undo {
             guarded(|| recover::lost(undo, w.client_id));

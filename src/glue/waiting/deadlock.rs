@@ -14,6 +14,7 @@ use super::state::{self, KeyId, Want};
 use crate::core::error::Error;
 use crate::core::queue::{WaiterId, FRONT};
 use crate::core::waitgraph::{find_cycle, Found, Held, Need, Node};
+use crate::glue::acl::Reader;
 
 /// Who holds `name` now (in the selected database).
 pub fn held_now(ctx: &Context, name: &RedisString, now: i64) -> Result<Held, Error> {
@@ -105,16 +106,16 @@ fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Hel
     held
 }
 
-fn render(cycle: Vec<Node<KeyId>>) -> Error {
-    Error::Deadlock(
-        cycle
-            .into_iter()
-            .map(|n| match n {
-                Node::Holder(h) => h,
-                Node::Key(k) => k.name,
-            })
-            .collect(),
-    )
+/// The cycle as the calling user may see it (see `acl::Reader`).
+fn render(ctx: &Context, cycle: Vec<Node<KeyId>>) -> Error {
+    let nodes = cycle
+        .into_iter()
+        .map(|n| match n {
+            Node::Holder(h) => h,
+            Node::Key(k) => k.name,
+        })
+        .collect();
+    Error::Deadlock(Reader::of(ctx).mask_cycle(nodes))
 }
 
 /// Requests a check may read before it gives up: cycles worth reporting
@@ -165,7 +166,7 @@ pub fn check(
     match found {
         Found::Cycle(c) => {
             info::bump(&info::DEADLOCKS);
-            Err(render(c))
+            Err(render(ctx, c))
         }
         Found::Clear => Ok(()),
         Found::TooBig => {
@@ -202,14 +203,18 @@ pub fn waitfor(
     Ok(RedisValue::Integer(1))
 }
 
-/// `LOCK.GRAPH`: `[waiter, key, [holders...], ttl-ms-left]` per edge.
-pub fn graph(ctx: &Context) -> RedisValue {
+/// `LOCK.GRAPH`: `[waiter, key, [holders...], ttl-ms-left]` per edge,
+/// at most `count`, and only edges whose key the caller may read.
+pub fn graph(ctx: &Context, count: usize) -> RedisValue {
     let now = now_ms();
+    let reader = Reader::of(ctx);
     let edges: Vec<(Vec<u8>, KeyId, Option<i64>)> = state::with(|s| {
         s.graph.prune(now);
         s.graph
             .edges(now)
             .into_iter()
+            .filter(|(_, e)| reader.may_read(&e.key.name))
+            .take(count)
             .map(|(h, e)| (h.to_vec(), e.key.clone(), e.expires_at))
             .collect()
     });

@@ -48,7 +48,8 @@ pub fn has_waiters(ctx: &Context, name: &RedisString) -> bool {
         return false;
     }
     let key = KeyId::of(ctx, name);
-    state::with(|s| s.waiters.has_waiters(&key))
+    // While busy, the key counts as queued: no newcomer barges in.
+    state::peek(|s| s.waiters.has_waiters(&key)).unwrap_or(true)
 }
 
 /// Waiters queued on a key (for the `*.INFO` commands).
@@ -57,7 +58,7 @@ pub fn waiters(ctx: &Context, name: &RedisString) -> i64 {
         return 0;
     }
     let key = KeyId::of(ctx, name);
-    state::with(|s| s.waiters.len(&key)) as i64
+    state::peek(|s| s.waiters.len(&key) as i64).unwrap_or(-1)
 }
 
 /// (blocked clients, live wait edges) for `INFO`; None while busy.

@@ -98,14 +98,17 @@ pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| f(&mut s.borrow_mut()))
 }
 
-/// True when no client waits; safe to ask from any callback.
+/// True when no client waits; safe to ask from any callback. While the
+/// state is busy the answer is false: callers skip serving waiters on true,
+/// so a doubt must never be answered with it.
 pub fn nobody_waits() -> bool {
-    STATE.with(|s| s.try_borrow().map_or(true, |s| s.waiters.is_empty()))
+    STATE.with(|s| s.try_borrow().is_ok_and(|s| s.waiters.is_empty()))
 }
 
-/// True when no wait edge exists; safe to ask from any callback.
+/// True when no wait edge exists; safe to ask from any callback (false
+/// while busy, as above).
 pub fn no_edges() -> bool {
-    STATE.with(|s| s.try_borrow().map_or(true, |s| s.graph.is_empty()))
+    STATE.with(|s| s.try_borrow().is_ok_and(|s| s.graph.is_empty()))
 }
 
 /// Reads the state without blocking a re-entrant caller: None while busy.
