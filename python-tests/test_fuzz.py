@@ -123,7 +123,7 @@ def test_fuzz(server):
     # A key of another type among them, for WRONGTYPE paths.
     r.set(b"{t}k3", b"plain")
     deadline = time.time() + SECONDS
-    n = errors = checked = 0
+    n = errors = checked = restored = 0
     while time.time() < deadline:
         name, args = command(rng)
         before = {k: view(r, k) for k in KEYS}
@@ -148,6 +148,82 @@ def test_fuzz(server):
                 checked += 1
         if n % 200 == 0:
             assert server.alive(), server.tail()
-    print(f"fuzz: {n} commands, {errors} errors, {checked} key checks after errors")
+        if n % 300 == 0:
+            restored += loadable(r)
+    print(f"fuzz: {n} commands, {errors} errors, {checked} key checks after errors, "
+          f"{restored} values DUMPed and RESTOREd")
     assert server.alive() and r.ping()
     assert n > 100 and errors > 10
+    reloads_to_the_same_state(r)
+
+
+def steady(r):
+    """Each key's view, for keys whose leases do not end within a second."""
+    out = {}
+    for k in KEYS:
+        v, least = view(r, k)
+        if least is None or least > 1000 or least == -1:
+            out[k] = v
+    return out
+
+
+def loadable(r):
+    """Accepted means loadable: every value DUMPs and RESTOREs into a
+    scratch key with the same view."""
+    n = 0
+    for k, v in steady(r).items():
+        if v is None:
+            continue
+        r.restore(b"{t}scratch", 0, r.dump(k), replace=True)
+        copy, _ = view(r, b"{t}scratch")
+        assert copy == v, f"{k!r}: {v} restored as {copy}"
+        r.delete(b"{t}scratch")
+        n += 1
+    return n
+
+
+def reloads_to_the_same_state(r):
+    before, fence = steady(r), r.info("padlock")["padlock_last_fence"]
+    assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+    after = steady(r)
+    assert {k: after.get(k) for k in before} == before
+    assert r.info("padlock")["padlock_last_fence"] == fence
+    assert r.execute_command("LOCK.ACQUIRE", b"{t}after", b"h", 1000) > fence
+
+
+def effect_value(rng, now):
+    return str(rng.choice([
+        0, 1, 2, 3, 5, 2**31 - 1, 2**31, 2**53 - 1, 2**53, 2**63 - 1, -1, now + 60000,
+        now + 600000, 2**53 + 1, "0100", "x", "",
+    ])).encode()
+
+
+def test_fuzz_effects_as_the_aof_sends_them(make_server):
+    """Effect commands the way the master link or the AOF would send them,
+    with random and extreme arguments: whatever the server accepts, it can
+    save, load, DUMP and RESTORE again, and its fences stay below 2^53."""
+    from test_effects import aof_server
+    rng = random.Random(2027)
+    now = int(time.time() * 1000)
+    cmds = []
+    for _ in range(600):
+        name = rng.choice(["PADLOCK.LOCKSET", "PADLOCK.SEMSET", "PADLOCK.RWSET"])
+        arity = 7 if name == "PADLOCK.RWSET" else 6
+        args = [rng.choice(KEYS[:3]), rng.choice([b"h1", b"h2", b"h3", b"", b"x" * 600])]
+        args += [effect_value(rng, now) for _ in range(arity - 3)]
+        if rng.random() < 0.05:
+            args.append(b"extra")
+        cmds.append([name, *args])
+    srv, _ = aof_server(make_server, cmds)
+    r = srv.client()
+    assert r.dbsize() > 0, "some effects were accepted"
+    assert loadable(r) >= 1
+    fence = r.info("padlock")["padlock_last_fence"]
+    assert 0 <= fence < 2**53
+    if fence < 2**53 - 1:  # at the bound no new fence can be drawn
+        reloads_to_the_same_state(r)
+    before = steady(r)
+    srv.restart()
+    r = srv.client()
+    after = steady(r)
+    assert {k: after.get(k) for k in before} == {k: v for k, v in before.items()}

@@ -23,7 +23,7 @@ impl Grace {
         if text.eq_ignore_ascii_case(b"auto") {
             return Ok(Grace::Auto);
         }
-        match super::args::parse_int(text) {
+        match super::number::parse_int(text) {
             Some(0) => Ok(Grace::Off),
             Some(ms) if (1..=max_ms).contains(&ms) => Ok(Grace::Ms(ms)),
             _ => Err(Error::Range {

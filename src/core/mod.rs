@@ -12,6 +12,7 @@ pub mod grace;
 pub mod keep;
 pub mod leases;
 pub mod lock;
+pub mod number;
 pub mod queue;
 pub mod rwlock;
 pub mod semaphore;

@@ -105,7 +105,7 @@ pub fn check_load_args(args: &[&[u8]]) -> Result<(), String> {
         }
         seen.push(name);
         if let Some(int) = INTS.iter().find(|i| i.name.as_bytes() == name) {
-            match super::args::parse_int(value) {
+            match super::number::parse_int(value) {
                 Some(v) if (int.min..=int.max).contains(&v) => continue,
                 _ => {
                     return Err(format!(
