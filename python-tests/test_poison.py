@@ -209,7 +209,8 @@ def test_introspection_shows_only_what_the_user_may_read(server, bg):
             r.execute_command("LOCK.GRAPH", *bad)
 
 
-def test_eviction_is_seen(make_server):
+@pytest.mark.parametrize("policy", ["volatile-lru", "allkeys-lru"])
+def test_eviction_is_seen(make_server, policy):
     srv = make_server()
     r = srv.client()
     assert r.info("padlock")["padlock_eviction_safe"] == 1
@@ -220,14 +221,19 @@ def test_eviction_is_seen(make_server):
     for i in range(30):
         r.execute_command("LOCK.ACQUIRE", f"lock:{i}", f"h{i}", 600000)
     r.execute_command("SEM.ACQUIRE", "sem", "h", 3, 600000)
-    r.config_set("maxmemory-policy", "volatile-lru")
+    r.config_set("maxmemory-policy", policy)
     r.config_set("maxmemory", r.info("memory")["used_memory"] + 300_000)
     assert r.info("padlock")["padlock_eviction_safe"] == 0
-    assert wait_for(lambda: "maxmemory-policy volatile-lru can evict held locks" in srv.tail(200), timeout=3)
-    # Only padlock's keys have an expiry: volatile-lru evicts them.
+    assert wait_for(lambda: f"maxmemory-policy {policy} can evict held locks" in srv.tail(200), timeout=3)
+    # Memory filled past maxmemory until some of padlock's keys go (only
+    # they have an expiry for volatile-lru; they are the oldest for
+    # allkeys-lru).
+    time.sleep(0.01)
     try:
-        for i in range(60):
-            r.set(f"fill:{i}", b"x" * 20_000)
+        for i in range(3000):
+            r.set(f"fill:{i}", b"x" * 5_000)
+            if i % 20 == 0 and r.exists(*[f"lock:{j}" for j in range(30)], "sem") < 31:
+                break
     except redis.exceptions.OutOfMemoryError:
         pass  # nothing volatile left to evict
     locks_left = sum(r.exists(f"lock:{i}") for i in range(30)) + r.exists("sem")
@@ -249,7 +255,7 @@ def test_eviction_is_seen(make_server):
     r.execute_command("LOCK.ACQUIRE", "survivor", "h", 600000)
     r.config_set("padlock.eviction", "refuse")
     assert r.config_get("padlock.eviction") == {"padlock.eviction": "refuse"}
-    with pytest.raises(redis.ResponseError, match="maxmemory-policy volatile-lru can evict held locks"):
+    with pytest.raises(redis.ResponseError, match=f"maxmemory-policy {policy} can evict held locks"):
         r.execute_command("LOCK.ACQUIRE", "new", "h", 1000)
     with pytest.raises(redis.ResponseError, match="can evict held locks"):
         r.execute_command("SEM.ACQUIRE", "new-sem", "h", 2, 1000)
