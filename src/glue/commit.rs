@@ -1,7 +1,8 @@
 //! The one commit step every change of every kind goes through: write the
-//! key, replicate the effect, count, send the keyspace event, and let the
-//! waiting engine serve whoever can be served now. A kind says how its
-//! effect is written (`Write`); the order and the rest are the same for all.
+//! key, replicate the effect, count, send the keyspace event, and mark the
+//! key ready for the waiting engine (served at the end of the command or
+//! timer pass). A kind says how its effect is written (`Write`); the order
+//! and the rest are the same for all.
 
 use std::ffi::CStr;
 use std::sync::atomic::AtomicU64;
@@ -46,8 +47,8 @@ impl<'a> Note<'a> {
     }
 }
 
-/// Writes, replicates, counts, notifies, serves. The key is closed before
-/// the waiting engine opens it again.
+/// Writes, replicates, counts, notifies, marks ready. The key is closed
+/// before the waiting engine opens it again.
 pub fn commit(ctx: &Context, name: &RedisString, mut key: Key, change: impl Write, note: Note) {
     change.write(ctx, name, &mut key);
     drop(key);

@@ -151,7 +151,10 @@ fn arm(at: i64) {
 unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     TIMER.set(None);
     let ctx = Context::new(ctx);
-    super::guard::call((), || renew_due(&ctx));
+    super::guard::call((), || {
+        renew_due(&ctx);
+        super::waiting::serve_ready(&ctx);
+    });
 }
 
 /// Renews what is due (at most `BATCH`), then re-arms for the next.

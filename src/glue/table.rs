@@ -13,6 +13,7 @@ use super::commands::{self as cmd, Body};
 use super::guard;
 use super::replicate;
 use super::server;
+use super::waiting;
 
 type Handler =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
@@ -42,7 +43,10 @@ fn handle(
         "ERR padlock internal error, see the server log",
     ));
     let response = guard::call(failed, || {
-        server::reply(with_args(argv, argc, |args| body(&context, args)))
+        let result = with_args(argv, argc, |args| body(&context, args));
+        // The one place a command's writes reach the waiting engine.
+        waiting::serve_ready(&context);
+        server::reply(result)
     });
     context.reply(response) as c_int
 }

@@ -21,9 +21,6 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     eviction::check_acquire(ctx)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
     let attempt = if waiting::has_waiters(ctx, req.key) {
-        // Still a look at the key: holders whose lease ran out leave now,
-        // and the head of the queue may be served.
-        waiting::after_write(ctx, req.key);
         Ok(None)
     } else {
         let (limit, n) = (req.limit, req.permits);

@@ -115,14 +115,11 @@ pub fn try_macquire(
     let Some(steps) = decided else {
         return Ok(None);
     };
-    let out = waiting::batch(ctx, || {
-        let mut out = Vec::with_capacity(steps.len());
-        for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
-            commit(ctx, name, key, effect, grant_note(&grant, holder));
-            out.push(grant.fence);
-        }
-        out
-    });
+    let mut out = Vec::with_capacity(steps.len());
+    for ((grant, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
+        commit(ctx, name, key, effect, grant_note(&grant, holder));
+        out.push(grant.fence);
+    }
     Ok(Some(out))
 }
 
@@ -183,14 +180,12 @@ pub fn mrelease(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<V
         let ns: Vec<&[u8]> = names.iter().map(|k| k.as_slice()).collect();
         lock::mrelease(&ns, &cur, holder)?
     };
-    Ok(waiting::batch(ctx, || {
-        let mut out = Vec::with_capacity(steps.len());
-        for ((count, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
-            commit_release(ctx, name, key, effect, count, holder);
-            out.push(count);
-        }
-        out
-    }))
+    let mut out = Vec::with_capacity(steps.len());
+    for ((count, effect), (key, name)) in steps.into_iter().zip(keys.into_iter().zip(names)) {
+        commit_release(ctx, name, key, effect, count, holder);
+        out.push(count);
+    }
+    Ok(out)
 }
 
 /// Resets the lease; during the restart grace a holder that lost the lock

@@ -1,10 +1,12 @@
 //! The hand-off: when a key may have become free (a release, a lease that
-//! ran out, a DEL, a flush), the head of its queue is granted inside that
-//! same event, before any other command runs, so no newcomer can barge in.
-//! And while a key has waiters, the timer is kept on the moment its lease
-//! may free it.
+//! ran out, a DEL, a flush), the head of its queue is granted at the end of
+//! that same command or timer pass, before any other command runs, so no
+//! newcomer can barge in. Writes only mark keys ready; serving happens in
+//! one place (`serve_ready`), so a grant's own write never re-enters the
+//! engine. And while a key has waiters, the timer is kept on the moment
+//! its lease may free it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
 
@@ -23,57 +25,45 @@ use crate::core::queue::WaiterId;
 use crate::core::waiters::Entry;
 
 thread_local! {
-    /// Set while `serve` grants: a grant's own commit step only notes the
-    /// keys it wrote, and `serve` looks at them when it is done.
-    static SERVING: Cell<bool> = const { Cell::new(false) };
-    static TOUCHED: RefCell<Vec<KeyId>> = const { RefCell::new(Vec::new()) };
-    /// Set while a command changes many keys (`batch`): the keys it wrote,
-    /// served once each when it is done, not after every single write.
-    static BATCH: RefCell<Option<Vec<KeyId>>> = const { RefCell::new(None) };
-    /// Waiters whose grant was refused in this serving pass: the other keys
-    /// they wait on need not ask them again.
-    static TRIED: RefCell<HashSet<WaiterId>> = RefCell::new(HashSet::new());
+    /// Keys with waiters that a write changed since they were last served
+    /// (Redis core's `signalKeyAsReady`): served once, at the end of the
+    /// command or timer pass that wrote them (`serve_ready`).
+    static READY: RefCell<Vec<KeyId>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Inside `serve`: notes a key a grant wrote. False outside.
-pub fn note_touched(key: &KeyId) -> bool {
-    if !SERVING.get() {
-        return false;
+/// A write changed `key`, which has waiters: serve it at the end of this
+/// command or timer pass.
+pub fn note_ready(key: KeyId) {
+    READY.with(|r| r.borrow_mut().push(key));
+}
+
+fn take_ready() -> Vec<KeyId> {
+    READY.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+/// Serves every ready key: its queue's heads are granted while they can
+/// be, then the timer is set on when it may next free itself. A grant's own
+/// commit makes keys ready again (the granted key, for a semaphore's next
+/// waiter; a multi-key waiter's other keys), so this runs until nothing is
+/// ready; each grant takes a waiter out, so it ends. A waiter refused once
+/// in a pass is not asked again in it: grants only take keys, so it could
+/// not be granted later in the same pass either.
+pub fn serve_ready(ctx: &Context) {
+    if READY.with(|r| r.borrow().is_empty()) {
+        return;
     }
-    TOUCHED.with(|t| t.borrow_mut().push(key.clone()));
-    true
-}
-
-/// Inside `batch`: notes a key written. False outside.
-pub fn note_batched(key: &KeyId) -> bool {
-    BATCH.with(|b| match &mut *b.borrow_mut() {
-        Some(keys) => {
-            keys.push(key.clone());
-            true
+    let mut tried = HashSet::new();
+    loop {
+        let mut keys = take_ready();
+        if keys.is_empty() {
+            break;
         }
-        None => false,
-    })
-}
-
-/// Runs `f`, a change of many keys, serving their waiters once when it is
-/// done: a waiter that needs all of them is then asked once, not once per
-/// key written.
-pub fn batch<R>(ctx: &Context, f: impl FnOnce() -> R) -> R {
-    if SERVING.get() || BATCH.with(|b| b.borrow().is_some()) {
-        return f();
-    }
-    BATCH.with(|b| *b.borrow_mut() = Some(Vec::new()));
-    let result = f();
-    let mut keys = BATCH.with(|b| b.borrow_mut().take()).unwrap_or_default();
-    let mut seen = HashSet::new();
-    keys.retain(|k| seen.insert(k.clone()));
-    for key in &keys {
-        if state::with(|s| s.waiters.has_waiters(key)) {
-            serve_pass(ctx, key);
+        let mut seen = HashSet::with_capacity(keys.len());
+        keys.retain(|k| seen.insert(k.clone()));
+        for key in &keys {
+            serve(ctx, key, &mut tried);
         }
     }
-    TRIED.with(|t| t.borrow_mut().clear());
-    result
 }
 
 /// Wakes, with nil, every waiter whose BLOCK timeout has come.
@@ -126,15 +116,11 @@ fn wake_all(taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
 }
 
 /// Grants the head of `key`'s queue while it can be granted (a semaphore
-/// may serve several waiters in a row), then re-times the keys touched.
-pub fn serve(ctx: &Context, key: &KeyId) {
-    serve_pass(ctx, key);
-    if BATCH.with(|b| b.borrow().is_none()) {
-        TRIED.with(|t| t.borrow_mut().clear());
+/// may serve several waiters in a row), then re-times the key.
+fn serve(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
+    if !state::with(|s| s.waiters.has_waiters(key)) {
+        return;
     }
-}
-
-fn serve_pass(ctx: &Context, key: &KeyId) {
     if !blocking::is_master(ctx) {
         return;
     }
@@ -143,22 +129,16 @@ fn serve_pass(ctx: &Context, key: &KeyId) {
         timer::note([key.name.clone()]);
         return;
     }
-    SERVING.set(true);
-    grant_heads(ctx, key);
-    SERVING.set(false);
-    let touched = TOUCHED.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    grant_heads(ctx, key, tried);
     refresh(ctx, key);
-    for k in touched.iter().filter(|k| *k != key) {
-        refresh(ctx, k);
-    }
 }
 
-fn grant_heads(ctx: &Context, key: &KeyId) {
+fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
     // A head refused earlier in this pass is not asked again (and not even
     // checked for being first everywhere, which costs a lookup per key it
     // waits on).
     while let Some(id) = state::with(|s| s.waiters.head(key))
-        .filter(|id| !TRIED.with(|t| t.borrow().contains(id)))
+        .filter(|id| !tried.contains(id))
         .filter(|id| state::with(|s| s.waiters.ready(*id)))
     {
         if state::with(|s| s.waiters.get(id).and_then(|(_, e)| e.timeout_at))
@@ -184,7 +164,7 @@ fn grant_heads(ctx: &Context, key: &KeyId) {
         let (reply, take_back) = match outcome {
             Ok(Some(g)) => (g.reply, Some(g.take_back)),
             Ok(None) => {
-                TRIED.with(|t| t.borrow_mut().insert(id));
+                tried.insert(id);
                 break;
             }
             Err(crate::core::error::Error::TryAgain) => {
@@ -204,7 +184,6 @@ fn grant_heads(ctx: &Context, key: &KeyId) {
             break;
         };
         info::bump(&info::HANDOFFS);
-        TOUCHED.with(|t| t.borrow_mut().extend(keys.iter().cloned()));
         let undo = take_back.map(|take_back| Undo {
             db,
             keys: keys.into_iter().map(|k| k.name).collect(),

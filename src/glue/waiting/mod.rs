@@ -76,25 +76,22 @@ pub fn acquired(ctx: &Context, holder: &[u8], name: &RedisString) {
     state::with(|s| s.graph.acquired(holder, &key));
 }
 
-/// After a write to a key: serve its waiters if they can be, and keep the
-/// timer on the key's new lease.
+/// After a write to a key: a key with waiters is ready, served (and its
+/// timer moved to its new lease) at the end of the command or timer pass.
 pub fn after_write(ctx: &Context, name: &RedisString) {
     if state::nobody_waits() {
         return;
     }
     let key = KeyId::of(ctx, name);
-    if !state::with(|s| s.waiters.has_waiters(&key))
-        || handoff::note_touched(&key)
-        || handoff::note_batched(&key)
-    {
-        return;
+    if state::with(|s| s.waiters.has_waiters(&key)) {
+        handoff::note_ready(key);
     }
-    handoff::serve(ctx, &key);
 }
 
-/// Runs a change of many keys, serving their waiters once at its end.
-pub fn batch<R>(ctx: &Context, f: impl FnOnce() -> R) -> R {
-    handoff::batch(ctx, f)
+/// The end of a command or a timer pass: the keys its writes made ready
+/// are served, once each.
+pub fn serve_ready(ctx: &Context) {
+    handoff::serve_ready(ctx);
 }
 
 /// Blocks the client on `names` (all in the selected database), behind
@@ -245,12 +242,13 @@ fn on_timer(ctx: &Context) {
             .due_keys(now, |k| pending.all || names.contains(&k.name))
     });
     let mut slots = slots::Slots::default();
-    for key in &due {
-        match slots.redirect(ctx, key) {
-            Some(to) => handoff::turn_away(key, &Reply::Error(to)),
-            None => handoff::serve(ctx, key),
+    for key in due {
+        match slots.redirect(ctx, &key) {
+            Some(to) => handoff::turn_away(&key, &Reply::Error(to)),
+            None => handoff::note_ready(key),
         }
     }
+    handoff::serve_ready(ctx);
     if let Some(at) = state::with(|s| s.waiters.next_event()) {
         timer::arm(at);
     }
