@@ -26,8 +26,8 @@ run: build
 test: build
 	@scripts/deps.sh --python
 	python3 scripts/check-structure.py
-	cargo test --release --lib
-	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test '*'
+	cargo test --release --workspace --lib
+	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test smoke
 	@echo "==> Python suite on Redis $$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(command -v redis-server) $(PYTEST)
 	@echo "==> Python suite on Redis 8.0 (the heavy measurements ran above)"
@@ -65,13 +65,14 @@ torture: build
 	PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) $(PYTEST)/test_fuzz.py -s
 
 lint: deps
+	@cargo clippy --version >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1 || rustup component add clippy rustfmt
 	@scripts/deps.sh --python
 	@scripts/deps.sh --node
 	python3 scripts/check-structure.py
 	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
 	cd clients/typescript && npx tsc -p tsconfig.json --noEmit
 	cargo fmt --all -- --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo clippy --release --workspace --all-targets -- -D warnings
 
 bench: build
 	@scripts/deps.sh --bench

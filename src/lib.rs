@@ -2,7 +2,11 @@
 //! deadlock detection for Redis. This file only registers the module; the
 //! rules live in `core`, the Redis side in `glue`.
 
-pub mod core;
+#![deny(unsafe_op_in_unsafe_fn)]
+
+/// The rules, in their own crate (`core/`): no Redis dependency, no
+/// unsafe code.
+use padlock_core as core;
 mod glue;
 
 use redis_module::configuration::ConfigurationFlags;

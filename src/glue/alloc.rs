@@ -14,57 +14,83 @@ pub struct PadlockAlloc;
 
 const NATIVE_ALIGN: usize = 16;
 
+/// # Safety
+/// As `GlobalAlloc::alloc`: the caller frees the block with `raw_free`.
 #[cfg(not(test))]
 unsafe fn raw_alloc(size: usize) -> *mut u8 {
-    match redis_module::raw::RedisModule_Alloc {
-        Some(f) => f(size).cast(),
-        None => std::process::abort(),
+    // SAFETY: the API table is written once at load, before any Rust code
+    // of the module allocates; Redis' allocator returns 16-byte aligned
+    // blocks or null.
+    unsafe {
+        match redis_module::raw::RedisModule_Alloc {
+            Some(f) => f(size).cast(),
+            None => std::process::abort(),
+        }
     }
 }
 
+/// # Safety
+/// `ptr` came from `raw_alloc` and is freed once.
 #[cfg(not(test))]
 unsafe fn raw_free(ptr: *mut u8) {
-    match redis_module::raw::RedisModule_Free {
-        Some(f) => f(ptr.cast()),
-        None => std::process::abort(),
+    // SAFETY: as above; the block is Redis' own.
+    unsafe {
+        match redis_module::raw::RedisModule_Free {
+            Some(f) => f(ptr.cast()),
+            None => std::process::abort(),
+        }
     }
 }
 
+/// # Safety
+/// As `GlobalAlloc::alloc`.
 #[cfg(test)]
 unsafe fn raw_alloc(size: usize) -> *mut u8 {
-    System.alloc(Layout::from_size_align_unchecked(size.max(1), NATIVE_ALIGN))
+    // SAFETY: a non-zero size and a power-of-two alignment.
+    unsafe { System.alloc(Layout::from_size_align_unchecked(size.max(1), NATIVE_ALIGN)) }
 }
 
+/// # Safety
+/// `ptr` came from `raw_alloc` and is freed once.
 #[cfg(test)]
 unsafe fn raw_free(ptr: *mut u8) {
-    // Sizes are not needed by the system allocator on this platform's
-    // `free`, but Layout must be valid: use the smallest.
-    System.dealloc(ptr, Layout::from_size_align_unchecked(1, NATIVE_ALIGN))
+    // SAFETY: sizes are not needed by the system allocator on this
+    // platform's `free`, but Layout must be valid: use the smallest.
+    unsafe { System.dealloc(ptr, Layout::from_size_align_unchecked(1, NATIVE_ALIGN)) }
 }
 
 unsafe impl GlobalAlloc for PadlockAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.align() <= NATIVE_ALIGN {
-            return raw_alloc(layout.size().max(1));
+            // SAFETY: Redis' blocks are 16-byte aligned.
+            return unsafe { raw_alloc(layout.size().max(1)) };
         }
         // Room for the alignment slack and the stored original pointer.
         let total = layout.size() + layout.align() + std::mem::size_of::<usize>();
-        let base = raw_alloc(total);
+        // SAFETY: freed by `dealloc` through the pointer stored below.
+        let base = unsafe { raw_alloc(total) };
         if base.is_null() {
             return base;
         }
         let start = base as usize + std::mem::size_of::<usize>();
         let aligned = (start + layout.align() - 1) & !(layout.align() - 1);
-        *((aligned - std::mem::size_of::<usize>()) as *mut usize) = base as usize;
+        // SAFETY: `aligned - size_of::<usize>()` lies inside the block, after
+        // `base` (start is base + size_of::<usize>()), and is usize-aligned
+        // (aligned is a multiple of an alignment above 16).
+        unsafe { *((aligned - std::mem::size_of::<usize>()) as *mut usize) = base as usize };
         aligned as *mut u8
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if layout.align() <= NATIVE_ALIGN {
-            raw_free(ptr);
+            // SAFETY: allocated by `alloc` above with the same layout.
+            unsafe { raw_free(ptr) };
         } else {
-            let base = *((ptr as usize - std::mem::size_of::<usize>()) as *const usize);
-            raw_free(base as *mut u8);
+            // SAFETY: `alloc` stored the block's start just before `ptr`.
+            unsafe {
+                let base = *((ptr as usize - std::mem::size_of::<usize>()) as *const usize);
+                raw_free(base as *mut u8);
+            }
         }
     }
 }

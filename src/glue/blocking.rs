@@ -3,6 +3,7 @@
 //! lives here; what the callbacks do is the waiting engine's (it passes
 //! them in), so this file knows nothing of padlock's rules.
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 use std::ptr;
@@ -175,13 +176,64 @@ pub fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// A one-shot timer.
-pub fn start_timer(ctx: &Context, delay_ms: i64, cb: TimerProc) -> u64 {
+/// How soon a timer looks again while writes are paused (`CLIENT PAUSE
+/// WRITE`, loading): both timers (hand-off and `KEEP`) wait the same.
+pub const PAUSED_POLL_MS: i64 = 10;
+
+/// A module timer kept on the earliest time it is asked for: arming it
+/// later than it is armed does nothing, earlier moves it. Callbacks without
+/// a context of their own arm it through a detached one made at load.
+pub struct OneShot {
+    armed: Cell<Option<(u64, i64)>>,
+    ctx: Cell<*mut raw::RedisModuleCtx>,
+    fire: Cell<Option<TimerProc>>,
+}
+
+impl OneShot {
+    pub const fn new() -> OneShot {
+        OneShot {
+            armed: Cell::new(None),
+            ctx: Cell::new(ptr::null_mut()),
+            fire: Cell::new(None),
+        }
+    }
+
+    /// From OnLoad: the callback and a context that lives with the module.
+    pub fn init(&self, ctx: &Context, fire: TimerProc) {
+        self.ctx.set(detached_context(ctx));
+        self.fire.set(Some(fire));
+    }
+
+    /// Makes sure the timer fires at `at` (unix ms) or earlier.
+    pub fn arm(&self, at: i64) {
+        let (Some(fire), ctx) = (self.fire.get(), Context::new(self.ctx.get())) else {
+            return;
+        };
+        if ctx.ctx.is_null() {
+            return;
+        }
+        if let Some((id, when)) = self.armed.get() {
+            if when <= at {
+                return;
+            }
+            stop_timer(&ctx, id);
+        }
+        let id = start_timer(&ctx, at - super::server::now_ms(), fire);
+        self.armed.set(Some((id, at)));
+    }
+
+    /// The timer fired: it is no longer armed.
+    pub fn fired(&self) {
+        self.armed.set(None);
+    }
+}
+
+fn start_timer(ctx: &Context, delay_ms: i64, cb: TimerProc) -> u64 {
     // SAFETY: live context; no data is attached.
     unsafe { rm!(RedisModule_CreateTimer)(ctx.ctx, delay_ms.max(0), Some(cb), ptr::null_mut()) }
 }
 
-pub fn stop_timer(ctx: &Context, id: u64) {
+fn stop_timer(ctx: &Context, id: u64) {
     let mut data: *mut c_void = ptr::null_mut();
     // SAFETY: stopping an unknown id is a harmless error.
     unsafe {

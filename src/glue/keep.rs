@@ -5,9 +5,8 @@
 //! bindings when it closes. Bindings are neither persisted nor replicated:
 //! after a restart or a failover, held leases run out unless bound again.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::os::raw::c_void;
-use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
@@ -47,23 +46,19 @@ pub struct How {
 /// Renewals per timer callback: a burst of due leases is spread over
 /// several event-loop turns instead of stalling one.
 const BATCH: usize = 1000;
-/// How soon to look again while writes are paused.
-const PAUSED_POLL_MS: i64 = 10;
 
 thread_local! {
     static BOUND: RefCell<Bindings<Lease, How>> = RefCell::new(Bindings::default());
-    /// The armed timer: (id, fires at unix ms).
-    static TIMER: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
+    /// The renewal timer.
+    static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
     /// Connections that closed while the bindings were borrowed: their
     /// bindings end at the next timer, before anything is renewed (a dead
     /// connection's leases must never be kept).
     static CLOSED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
-
 pub fn init(ctx: &Context) {
-    TIMER_CTX.store(blocking::detached_context(ctx), Ordering::Relaxed);
+    TIMER.with(|t| t.init(ctx, fire));
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client_change);
 }
 
@@ -134,22 +129,11 @@ pub fn clear() {
 }
 
 fn arm(at: i64) {
-    let ctx = Context::new(TIMER_CTX.load(Ordering::Relaxed));
-    if ctx.ctx.is_null() {
-        return;
-    }
-    if let Some((id, when)) = TIMER.get() {
-        if when <= at {
-            return;
-        }
-        blocking::stop_timer(&ctx, id);
-    }
-    let id = blocking::start_timer(&ctx, at - now_ms(), fire);
-    TIMER.set(Some((id, at)));
+    TIMER.with(|t| t.arm(at));
 }
 
 unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    TIMER.set(None);
+    TIMER.with(|t| t.fired());
     let ctx = Context::new(ctx);
     super::guard::call((), || {
         renew_due(&ctx);
@@ -178,7 +162,7 @@ fn renew_due(ctx: &Context) {
         BOUND.with(|b| {
             let mut b = b.borrow_mut();
             for id in due {
-                b.postpone(id, now + PAUSED_POLL_MS);
+                b.postpone(id, now + blocking::PAUSED_POLL_MS);
             }
         });
     } else {
@@ -222,7 +206,7 @@ unsafe extern "C" fn on_client_change(
         return;
     }
     // SAFETY: for this event Redis passes a live RedisModuleClientInfo.
-    let Some(info) = (data as *const raw::RedisModuleClientInfo).as_ref() else {
+    let Some(info) = (unsafe { (data as *const raw::RedisModuleClientInfo).as_ref() }) else {
         return;
     };
     super::guard::call((), || {

@@ -39,14 +39,6 @@ mod waiting;
 
 use redis_module::{Context, RedisString, Status};
 
-use crate::core::args::Arg;
-
-impl Arg for RedisString {
-    fn bytes(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
 pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     std::panic::set_hook(Box::new(|p| {
         eprintln!("padlock: internal error (panic): {p}");

@@ -26,58 +26,12 @@ pub const LOCKSET: &str = "PADLOCK.LOCKSET";
 pub const SEMSET: &str = "PADLOCK.SEMSET";
 pub const RWSET: &str = "PADLOCK.RWSET";
 
-/// Decimal digits of `n` in a stack buffer: Redis builds one embedded
-/// string from a buffer, but two allocations from a `long long` once the
-/// effect reaches the AOF or a replica.
-struct Digits {
-    buf: [u8; 20],
-    start: usize,
-}
-
-/// "00" to "99": two digits per division.
-const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-impl Digits {
-    const EMPTY: Digits = Digits {
-        buf: [0; 20],
-        start: 20,
-    };
-
-    fn new(n: i64) -> Digits {
-        let mut d = Digits::EMPTY;
-        let mut v = n.unsigned_abs();
-        while v >= 100 {
-            let pair = (v % 100) as usize * 2;
-            v /= 100;
-            d.start -= 2;
-            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        }
-        if v >= 10 {
-            let pair = v as usize * 2;
-            d.start -= 2;
-            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        } else {
-            d.start -= 1;
-            d.buf[d.start] = b'0' + v as u8;
-        }
-        if n < 0 {
-            d.start -= 1;
-            d.buf[d.start] = b'-';
-        }
-        d
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-
-    fn ptr_len(&self) -> (*const c_char, usize) {
-        (self.bytes().as_ptr() as *const c_char, self.bytes().len())
-    }
+/// Decimal digits from a stack buffer: Redis builds one embedded string
+/// from a buffer, but two allocations from a `long long` once the effect
+/// reaches the AOF or a replica.
+fn digits(buf: &mut itoa::Buffer, n: i64) -> (*const c_char, usize) {
+    let s = buf.format(n);
+    (s.as_ptr() as *const c_char, s.len())
 }
 
 type RawString = *mut raw::RedisModuleString;
@@ -131,12 +85,11 @@ fn small(n: i64) -> Option<RawString> {
     SMALL_STRINGS.with(|cache| {
         let mut cache = cache.borrow_mut();
         if cache.is_empty() {
+            let mut buf = itoa::Buffer::new();
             for i in 0..SMALL {
-                let d = Digits::new(i);
+                let (p, len) = digits(&mut buf, i);
                 // SAFETY: a string without a context: padlock owns it for good.
-                let s = unsafe {
-                    rm!(RedisModule_CreateString)(null_mut(), d.ptr_len().0, d.ptr_len().1)
-                };
+                let s = unsafe { rm!(RedisModule_CreateString)(null_mut(), p, len) };
                 cache.push(s);
             }
         }
@@ -182,7 +135,7 @@ impl<'c> Made<'c> {
     }
 
     fn count(&mut self, n: u64) -> RawString {
-        small(n as i64).unwrap_or_else(|| self.make(Digits::new(n as i64).bytes()))
+        small(n as i64).unwrap_or_else(|| self.make(itoa::Buffer::new().format(n).as_bytes()))
     }
 }
 
@@ -198,8 +151,11 @@ impl Drop for Made<'_> {
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
     let mut m = Made::new(ctx);
     let (h, c) = (m.holder(&lock.holder), m.count(lock.count));
-    let (f, d) = (Digits::new(lock.fence as i64), Digits::new(deadline_ms));
-    let ((fp, fl), (dp, dl)) = (f.ptr_len(), d.ptr_len());
+    let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let ((fp, fl), (dp, dl)) = (
+        digits(&mut f, lock.fence as i64),
+        digits(&mut d, deadline_ms),
+    );
     // SAFETY: the format names exactly the arguments passed; the strings
     // and buffers live until the call returns.
     unsafe {
@@ -230,8 +186,8 @@ pub fn sem_set(
 ) {
     let mut m = Made::new(ctx);
     let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
-    let d = Digits::new(deadline_ms);
-    let (dp, dl) = d.ptr_len();
+    let mut d = itoa::Buffer::new();
+    let (dp, dl) = digits(&mut d, deadline_ms);
     // SAFETY: as in `lock_set`.
     unsafe {
         rm!(RedisModule_Replicate)(
@@ -253,8 +209,11 @@ pub fn sem_set(
 pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     let mut m = Made::new(ctx);
     let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
-    let (f, d) = (Digits::new(e.fence as i64), Digits::new(e.deadline_ms));
-    let ((fp, fl), (dp, dl)) = (f.ptr_len(), d.ptr_len());
+    let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let ((fp, fl), (dp, dl)) = (
+        digits(&mut f, e.fence as i64),
+        digits(&mut d, e.deadline_ms),
+    );
     // SAFETY: as in `lock_set`.
     unsafe {
         rm!(RedisModule_Replicate)(
@@ -277,28 +236,5 @@ pub fn del(ctx: &Context, key: &RedisString) {
     // SAFETY: format "s" with one live string.
     unsafe {
         rm!(RedisModule_Replicate)(ctx.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key.inner);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Digits;
-
-    #[test]
-    fn digits() {
-        for n in [
-            0,
-            7,
-            -7,
-            10,
-            99,
-            100,
-            101,
-            1234567890123,
-            i64::MAX,
-            i64::MIN,
-        ] {
-            assert_eq!(Digits::new(n).bytes(), n.to_string().as_bytes());
-        }
     }
 }

@@ -206,16 +206,20 @@ pub unsafe fn stored<'a>(
     fn is<T: Value>(mt: *mut raw::RedisModuleType) -> bool {
         mt == *T::TYPE.raw_type.borrow()
     }
-    if is::<Lock>(mt) {
-        (value as *const Lock).as_ref().map(|v| v as &dyn Stored)
-    } else if is::<Semaphore>(mt) {
-        (value as *const Semaphore)
-            .as_ref()
-            .map(|v| v as &dyn Stored)
-    } else if is::<RwLock>(mt) {
-        (value as *const RwLock).as_ref().map(|v| v as &dyn Stored)
-    } else {
-        None
+    // SAFETY: a value of type `mt` is a `Box<T>` of the kind whose type
+    // `mt` is (see `into_raw`), alive while the key is open.
+    unsafe {
+        if is::<Lock>(mt) {
+            (value as *const Lock).as_ref().map(|v| v as &dyn Stored)
+        } else if is::<Semaphore>(mt) {
+            (value as *const Semaphore)
+                .as_ref()
+                .map(|v| v as &dyn Stored)
+        } else if is::<RwLock>(mt) {
+            (value as *const RwLock).as_ref().map(|v| v as &dyn Stored)
+        } else {
+            None
+        }
     }
 }
 

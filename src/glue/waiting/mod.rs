@@ -214,9 +214,6 @@ pub fn demoted() {
     }
 }
 
-/// How often the timer looks again while writes are paused.
-const PAUSED_POLL_MS: i64 = 10;
-
 fn on_timer(ctx: &Context) {
     timer::fired();
     let now = now_ms();
@@ -230,7 +227,7 @@ fn on_timer(ctx: &Context) {
         // Paused or loading: hand-offs and take-backs wait (nothing is
         // lost: noted keys, due leases and lost grants stay noted).
         if !state::nobody_waits() || recover::any_lost() {
-            timer::arm(now + PAUSED_POLL_MS);
+            timer::arm(now + blocking::PAUSED_POLL_MS);
         }
         return;
     }

@@ -1,11 +1,9 @@
 //! The engine's one module timer, and the work noted for it by callbacks
 //! that may not write (unlink, flush, disconnect): keys to look at again.
 
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::OnceLock;
+use std::cell::RefCell;
 
-use redis_module::{raw, Context};
+use redis_module::Context;
 
 use super::super::blocking::{self, TimerProc};
 use super::super::server::now_ms;
@@ -21,41 +19,21 @@ const MAX_PENDING: usize = 4096;
 
 thread_local! {
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
-    /// The armed timer: (id, fires at unix ms).
-    static TIMER: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
+    static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
 }
 
-/// A context for arming timers from callbacks that have none.
-static TIMER_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
-static FIRE: OnceLock<TimerProc> = OnceLock::new();
-
 pub fn init(ctx: &Context, fire: TimerProc) {
-    TIMER_CTX.store(blocking::detached_context(ctx), Ordering::Relaxed);
-    let _ = FIRE.set(fire);
+    TIMER.with(|t| t.init(ctx, fire));
 }
 
 /// Makes sure the timer fires at `at` (unix ms) or earlier.
 pub fn arm(at: i64) {
-    let ctx = Context::new(TIMER_CTX.load(Ordering::Relaxed));
-    let Some(fire) = FIRE.get() else {
-        return;
-    };
-    if ctx.ctx.is_null() {
-        return;
-    }
-    if let Some((id, when)) = TIMER.get() {
-        if when <= at {
-            return;
-        }
-        blocking::stop_timer(&ctx, id);
-    }
-    let id = blocking::start_timer(&ctx, at - now_ms(), *fire);
-    TIMER.set(Some((id, at)));
+    TIMER.with(|t| t.arm(at));
 }
 
 /// The timer fired: it is no longer armed.
 pub fn fired() {
-    TIMER.set(None);
+    TIMER.with(|t| t.fired());
 }
 
 /// Notes keys to look at on the next timer, which is armed for now.

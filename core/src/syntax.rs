@@ -129,6 +129,7 @@ pub fn parse(line: &str) -> Result<Vec<ArgDoc>, String> {
 }
 
 /// Writes the tree back as the SPEC writes it.
+#[cfg(test)]
 pub fn render(args: &[ArgDoc]) -> String {
     let one = |a: &ArgDoc| -> String {
         let body = match (a.kind, &a.token) {

@@ -15,21 +15,11 @@ pub trait Arg {
     fn bytes(&self) -> &[u8];
 }
 
-impl Arg for &[u8] {
+/// Anything that derefs to bytes: `&[u8]`, `Vec<u8>`, and the glue's
+/// Redis strings.
+impl<T: std::ops::Deref<Target = [u8]>> Arg for T {
     fn bytes(&self) -> &[u8] {
         self
-    }
-}
-
-impl Arg for Vec<u8> {
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-}
-
-impl Arg for &str {
-    fn bytes(&self) -> &[u8] {
-        self.as_bytes()
     }
 }
 

@@ -46,13 +46,6 @@ fn held_by<'a>(current: Option<&'a Lock>, holder: &[u8]) -> Option<&'a Lock> {
     current.filter(|l| *l.holder == *holder)
 }
 
-fn not_held(key: &[u8], holder: &[u8]) -> Error {
-    Error::NotHeld {
-        key: key.to_vec(),
-        holder: holder.to_vec(),
-    }
-}
-
 fn bump(count: u64) -> Result<u64, Error> {
     match count.checked_add(1) {
         Some(n) if n <= MAX_COUNT => Ok(n),
@@ -112,7 +105,7 @@ pub fn reenter(
     ttl_ms: i64,
     now_ms: i64,
 ) -> Result<(u64, Effect), Error> {
-    let l = held_by(current, holder).ok_or_else(|| not_held(key, holder))?;
+    let l = held_by(current, holder).ok_or_else(|| Error::not_held(key, holder))?;
     let count = bump(l.count)?;
     let effect = Effect::Touch {
         count,
@@ -123,7 +116,7 @@ pub fn reenter(
 
 /// `LOCK.RELEASE`: count - 1; the key goes at 0. Returns the remaining count.
 pub fn release(key: &[u8], current: Option<&Lock>, holder: &[u8]) -> Result<(u64, Effect), Error> {
-    let l = held_by(current, holder).ok_or_else(|| not_held(key, holder))?;
+    let l = held_by(current, holder).ok_or_else(|| Error::not_held(key, holder))?;
     let count = l.count - 1;
     let effect = if count == 0 {
         Effect::Free
@@ -144,7 +137,7 @@ pub fn extend(
     ttl_ms: i64,
     now_ms: i64,
 ) -> Result<Effect, Error> {
-    let l = held_by(current, holder).ok_or_else(|| not_held(key, holder))?;
+    let l = held_by(current, holder).ok_or_else(|| Error::not_held(key, holder))?;
     Ok(Effect::Touch {
         count: l.count,
         deadline_ms: Some(now_ms.saturating_add(ttl_ms)),

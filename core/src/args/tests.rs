@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::rwlock::Mode;
+use crate::rwlock::Mode;
 
 fn v(s: &str) -> Vec<&[u8]> {
     s.split(' ').map(str::as_bytes).collect()

@@ -88,13 +88,6 @@ pub struct Grant {
     pub fresh: bool,
 }
 
-fn not_held(key: &[u8], holder: &[u8]) -> Error {
-    Error::NotHeld {
-        key: key.to_vec(),
-        holder: holder.to_vec(),
-    }
-}
-
 fn bump(n: u64) -> Result<u64, Error> {
     n.checked_add(1)
         .filter(|n| *n <= MAX_HOLDS)
@@ -224,7 +217,9 @@ impl RwLock {
         holder: &'h [u8],
         mode: Mode,
     ) -> Result<((u64, u64), Effect<'h>), Error> {
-        let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
+        let e = self
+            .holder(holder)
+            .ok_or_else(|| Error::not_held(key, holder))?;
         let next = match mode {
             Mode::Read if e.reads > 0 => Entry {
                 reads: e.reads - 1,
@@ -234,7 +229,7 @@ impl RwLock {
                 writes: e.writes - 1,
                 ..e
             },
-            _ => return Err(not_held(key, holder)),
+            _ => return Err(Error::not_held(key, holder)),
         };
         Ok(((next.reads, next.writes), Effect::set(holder, next)))
     }
@@ -247,7 +242,9 @@ impl RwLock {
         ttl_ms: i64,
         now_ms: i64,
     ) -> Result<Effect<'h>, Error> {
-        let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
+        let e = self
+            .holder(holder)
+            .ok_or_else(|| Error::not_held(key, holder))?;
         let deadline_ms = now_ms.saturating_add(ttl_ms);
         Ok(Effect::set(holder, Entry { deadline_ms, ..e }))
     }

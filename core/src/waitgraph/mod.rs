@@ -142,6 +142,7 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
     }
 
     /// The keys `holder` waits for now (live edges only).
+    #[cfg(test)]
     pub fn waits_for(&self, holder: &[u8], now_ms: i64) -> Vec<K> {
         self.edges
             .get(holder)

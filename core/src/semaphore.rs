@@ -86,6 +86,7 @@ impl Semaphore {
         self.limit
     }
 
+    #[cfg(test)]
     pub fn used(&self) -> u64 {
         self.used
     }
@@ -185,10 +186,12 @@ impl Semaphore {
         holder: &'h [u8],
         permits: Option<u64>,
     ) -> Result<(u64, Effect<'h>), Error> {
-        let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
+        let e = self
+            .holder(holder)
+            .ok_or_else(|| Error::not_held(key, holder))?;
         let give = permits.unwrap_or(e.permits);
         if give > e.permits {
-            return Err(not_held(key, holder));
+            return Err(Error::not_held(key, holder));
         }
         let left = e.permits - give;
         Ok((left, Effect::set(holder, self.limit, left, e.deadline_ms)))
@@ -201,7 +204,9 @@ impl Semaphore {
         ttl_ms: i64,
         now_ms: i64,
     ) -> Result<Effect<'h>, Error> {
-        let e = self.holder(holder).ok_or_else(|| not_held(key, holder))?;
+        let e = self
+            .holder(holder)
+            .ok_or_else(|| Error::not_held(key, holder))?;
         let deadline = now_ms.saturating_add(ttl_ms);
         Ok(Effect::set(holder, self.limit, e.permits, deadline))
     }
@@ -238,13 +243,6 @@ impl Semaphore {
             available: self.limit.saturating_sub(used),
             holders,
         }
-    }
-}
-
-fn not_held(key: &[u8], holder: &[u8]) -> Error {
-    Error::NotHeld {
-        key: key.to_vec(),
-        holder: holder.to_vec(),
     }
 }
 

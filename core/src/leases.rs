@@ -254,6 +254,7 @@ impl<E: Leased> Leases<E> {
 
     /// The form's own rules hold (for property tests): names sorted and
     /// unique in the small form, the index mirroring the map in the other.
+    #[cfg(test)]
     pub fn consistent(&self) -> bool {
         match &self.repr {
             Repr::One(_) => true,

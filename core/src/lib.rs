@@ -1,5 +1,6 @@
-//! The pure core: every rule of the SPEC as plain Rust, with no Redis types
-//! and the clock passed in (`now_ms`), so it is tested without a server.
+//! padlock's pure core: every rule of the SPEC as plain Rust, with no Redis
+//! types and the clock passed in (`now_ms`), so it is tested without a
+//! server. Its public surface is what the module's glue uses.
 
 #![forbid(unsafe_code)]
 

@@ -49,6 +49,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// `NOTHELD`: `holder` does not hold `key` (or not enough of it).
+    pub fn not_held(key: &[u8], holder: &[u8]) -> Error {
+        Error::NotHeld {
+            key: key.to_vec(),
+            holder: holder.to_vec(),
+        }
+    }
+
     /// The error line, without the leading `-`.
     pub fn message(&self) -> String {
         match self {

@@ -1,7 +1,7 @@
 //! `RWLOCK.*` arguments.
 
 use super::*;
-use crate::core::rwlock::Mode;
+use crate::rwlock::Mode;
 
 /// `RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms]` and,
 /// without ttl and options, `RWLOCK.RELEASE key holder READ|WRITE`.
