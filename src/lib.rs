@@ -17,13 +17,15 @@ use glue::config::{
     EVICTION, MAX_HOLDER_LEN, MAX_TTL_MS, MAX_WAITERS, MAX_WAITERS_PER_KEY, RESTART_GRACE,
 };
 
-// Commands are registered in `init` from the one command table
-// (`glue::table`), with their ACL categories where the server has them.
+// Data types and commands are registered in `init`: the types from the one
+// list of kinds (`glue::types::with_kinds!`), the commands from
+// `glue::commands::all()` with their ACL categories where the server has
+// them.
 redis_module! {
     name: "padlock",
     version: 1,
     allocator: (glue::alloc::PadlockAlloc, glue::alloc::PadlockAlloc),
-    data_types: [LOCK_TYPE, SEM_TYPE, RWLOCK_TYPE],
+    data_types: [],
     init: glue_init,
     event_handlers: [
         [@EXPIRED @EVICTED: glue::events::on_key_event],
@@ -45,8 +47,6 @@ redis_module! {
         module_args_as_configuration: true,
     ]
 }
-
-use glue::types::{LOCK_TYPE, RWLOCK_TYPE, SEM_TYPE};
 
 fn glue_init(
     ctx: &redis_module::Context,

@@ -8,62 +8,8 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
+use super::commands::spec::{Command, Keys};
 use crate::core::syntax::{self, ArgDoc, Kind};
-
-/// Key spec flags (`REDISMODULE_CMD_KEY_*`).
-const RO: u64 = 1;
-const RW: u64 = 2;
-const ACCESS: u64 = 16;
-const UPDATE: u64 = 32;
-
-/// How the keys are found: one at index 1, or `numkeys key [key ...]`.
-#[derive(Clone, Copy)]
-enum Keys {
-    None,
-    One(u64),
-    Counted(u64),
-}
-
-struct Doc {
-    name: &'static str,
-    summary: &'static str,
-    complexity: &'static str,
-    syntax: &'static str,
-    keys: Keys,
-}
-
-// Redis takes one of INSERT, UPDATE and DELETE; a grant may create the
-// key and a release delete it, but both read and change a value that may
-// be there, which is UPDATE.
-const GRANT: u64 = RW | ACCESS | UPDATE;
-const GIVE_BACK: u64 = RW | ACCESS | UPDATE;
-const RENEW: u64 = RW | ACCESS | UPDATE;
-const LOOK: u64 = RO | ACCESS;
-const SET: u64 = RW | UPDATE;
-
-#[rustfmt::skip]
-const DOCS: &[Doc] = &[
-    Doc { name: "lock.acquire", summary: "Acquires (or reenters) a lock with a lease; replies its fencing token, nil when held by another holder.", complexity: "O(1)", syntax: "key holder ttl-ms [BLOCK timeout-ms] [KEEP]", keys: Keys::One(GRANT) },
-    Doc { name: "lock.reenter", summary: "Reenters a lock the holder already holds; replies the new reentry count.", complexity: "O(1)", syntax: "key holder ttl-ms [KEEP]", keys: Keys::One(RENEW) },
-    Doc { name: "lock.release", summary: "Releases one reentry of a lock; replies the count left, 0 when the lock is free.", complexity: "O(1)", syntax: "key holder", keys: Keys::One(GIVE_BACK) },
-    Doc { name: "lock.extend", summary: "Resets the lease of a held lock.", complexity: "O(1)", syntax: "key holder ttl-ms [KEEP]", keys: Keys::One(RENEW) },
-    Doc { name: "lock.info", summary: "Shows a lock's holder, count, fence, lease left, waiters and keep.", complexity: "O(1)", syntax: "key", keys: Keys::One(LOOK) },
-    Doc { name: "lock.macquire", summary: "Acquires several locks all at once or none; replies their fences.", complexity: "O(N) where N is the number of keys", syntax: "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP]", keys: Keys::Counted(GRANT) },
-    Doc { name: "lock.mrelease", summary: "Releases one reentry of each of several locks, all or none; replies the counts left.", complexity: "O(N) where N is the number of keys", syntax: "numkeys key [key ...] holder", keys: Keys::Counted(GIVE_BACK) },
-    Doc { name: "lock.waitfor", summary: "Declares that a holder waits for a key (deadlock detection for clients that wait on their own side).", complexity: "O(E) where E is the number of wait edges reachable from the key", syntax: "key holder ttl-ms", keys: Keys::One(LOOK) },
-    Doc { name: "lock.graph", summary: "Shows the wait-for graph: waiter, key, holders, ms left per edge, for keys the caller may read.", complexity: "O(E) where E is the number of wait edges", syntax: "[COUNT n]", keys: Keys::None },
-    Doc { name: "sem.acquire", summary: "Takes permits of a counting semaphore with a lease per holder; replies the permits the holder holds, nil when not enough are free.", complexity: "O(log N) where N is the number of holders", syntax: "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]", keys: Keys::One(GRANT) },
-    Doc { name: "sem.release", summary: "Gives back permits of a semaphore (all by default); replies the permits left.", complexity: "O(log N) where N is the number of holders", syntax: "key holder [PERMITS n]", keys: Keys::One(GIVE_BACK) },
-    Doc { name: "sem.extend", summary: "Resets a semaphore holder's lease.", complexity: "O(log N) where N is the number of holders", syntax: "key holder ttl-ms [PERMITS n] [KEEP]", keys: Keys::One(RENEW) },
-    Doc { name: "sem.info", summary: "Shows a semaphore's limit, used and available permits, holders, waiters and keep.", complexity: "O(N) where N is the number of holders", syntax: "key", keys: Keys::One(LOOK) },
-    Doc { name: "rwlock.acquire", summary: "Takes a read or write hold of a fair read-write lock; replies the holder's fence, nil when refused.", complexity: "O(log N) where N is the number of holders", syntax: "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]", keys: Keys::One(GRANT) },
-    Doc { name: "rwlock.release", summary: "Releases one read or write hold; replies [reads, writes] left.", complexity: "O(log N) where N is the number of holders", syntax: "key holder READ|WRITE", keys: Keys::One(GIVE_BACK) },
-    Doc { name: "rwlock.extend", summary: "Resets a read-write lock holder's lease.", complexity: "O(log N) where N is the number of holders", syntax: "key holder ttl-ms [KEEP]", keys: Keys::One(RENEW) },
-    Doc { name: "rwlock.info", summary: "Shows a read-write lock's mode, holders, waiters and keep.", complexity: "O(N) where N is the number of holders", syntax: "key", keys: Keys::One(LOOK) },
-    Doc { name: "padlock.lockset", summary: "Effect (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.", complexity: "O(1)", syntax: "key holder count fence deadline-ms", keys: Keys::One(SET) },
-    Doc { name: "padlock.semset", summary: "Effect (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.", complexity: "O(log N) where N is the number of holders", syntax: "key holder limit permits deadline-ms", keys: Keys::One(SET) },
-    Doc { name: "padlock.rwset", summary: "Effect (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.", complexity: "O(log N) where N is the number of holders", syntax: "key holder reads writes fence deadline-ms", keys: Keys::One(SET) },
-];
 
 /// The release every command first appeared in.
 const SINCE: &CStr = c"1.0.0";
@@ -170,25 +116,20 @@ static VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfo
     sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
 };
 
-/// Every command name that has docs (the table's test checks all do).
-#[cfg(test)]
-pub fn documented() -> impl Iterator<Item = &'static str> {
-    DOCS.iter().map(|d| d.name)
-}
-
 /// Sets the docs of every registered command, where the server can.
-pub fn register(ctx: &Context) {
+pub fn register(ctx: &Context, all: &[Command]) {
     // SAFETY: reading the API table, written once at load.
     let (Some(set), Some(get)) = (unsafe { raw::RedisModule_SetCommandInfo }, unsafe {
         raw::RedisModule_GetCommand
     }) else {
         return;
     };
-    for d in DOCS {
+    for c in all {
+        let d = &c.doc;
         let args = match syntax::parse(d.syntax) {
             Ok(a) => a,
             Err(why) => {
-                ctx.log_warning(&format!("padlock: docs of {}: {why}", d.name));
+                ctx.log_warning(&format!("padlock: docs of {:?}: {why}", c.name));
                 continue;
             }
         };
@@ -207,17 +148,14 @@ pub fn register(ctx: &Context) {
                 leak_array(args.iter().map(arg).collect())
             },
         };
-        let Ok(name) = CString::new(d.name) else {
-            continue;
-        };
         // SAFETY: called from OnLoad after the command was created; every
         // pointer in `info` lives as long as the module.
         let ok = unsafe {
-            let command = get(ctx.ctx, name.as_ptr());
+            let command = get(ctx.ctx, c.name.as_ptr());
             !command.is_null() && set(command, &info) == raw::REDISMODULE_OK as c_int
         };
         if !ok {
-            ctx.log_warning(&format!("padlock: could not set the docs of {}", d.name));
+            ctx.log_warning(&format!("padlock: could not set the docs of {:?}", c.name));
         }
     }
 }

@@ -11,7 +11,7 @@ use super::guard;
 use super::info;
 use super::keep;
 use super::server::{notify, now_ms};
-use super::types::{self, Kind};
+use super::types;
 use super::waiting;
 
 /// `expired` / `evicted`: a whole key that ran out, counted under its
@@ -24,14 +24,10 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
         if event.contains(NotifyEvent::EVICTED) {
             eviction::evicted(ctx, kind, key);
         } else if event.contains(NotifyEvent::EXPIRED) {
-            info::bump(match kind {
-                Kind::Lock => &info::EXPIRED,
-                Kind::Sem => &info::SEM_EXPIRED,
-                Kind::RwLock => &info::RW_EXPIRED,
-            });
+            info::bump(&kind.counters.expired);
             notify(
                 ctx,
-                kind.expired_event(),
+                kind.expired_event,
                 &RedisString::create_from_slice(ctx.ctx, key),
             );
         }

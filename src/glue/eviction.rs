@@ -17,7 +17,7 @@ use super::config::EVICTION;
 use super::guard;
 use super::info;
 use super::server::notify;
-use super::types::Kind;
+use super::types::KindInfo;
 use crate::core::error::Error;
 use crate::core::settings::Eviction;
 
@@ -109,18 +109,18 @@ unsafe extern "C" fn on_config_change(
 }
 
 /// A held value was evicted: counted, logged with its key, announced.
-pub fn evicted(ctx: &Context, kind: Kind, key: &[u8]) {
+pub fn evicted(ctx: &Context, kind: &KindInfo, key: &[u8]) {
     info::bump(&info::EVICTED_HELD);
     ctx.log_warning(&format!(
         "padlock: eviction removed the held {} '{}' (maxmemory-policy {}): another client may \
          now acquire what its holder still believes it holds",
-        kind.name(),
+        kind.name,
         crate::core::error::escape(key),
         policy(ctx)
     ));
     notify(
         ctx,
-        kind.evicted_event(),
+        kind.evicted_event,
         &RedisString::create_from_slice(ctx.ctx, key),
     );
 }

@@ -55,7 +55,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
         redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
             | redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS,
     );
-    if table::register(ctx) == Status::Err {
+    if types::register(ctx) == Status::Err || table::register(ctx) == Status::Err {
         return Status::Err;
     }
     waiting::init(ctx);

@@ -20,11 +20,9 @@ use std::ptr::null_mut;
 use redis_module::{raw, Context, RedisString};
 
 use crate::core::lock::Lock;
-use crate::core::rwlock::Effect;
-
-pub const LOCKSET: &str = "PADLOCK.LOCKSET";
-pub const SEMSET: &str = "PADLOCK.SEMSET";
-pub const RWSET: &str = "PADLOCK.RWSET";
+use crate::core::rwlock::{Effect, RwLock};
+use crate::core::semaphore::Semaphore;
+use crate::glue::types::Value;
 
 /// Decimal digits from a stack buffer: Redis builds one embedded string
 /// from a buffer, but two allocations from a `long long` once the effect
@@ -161,7 +159,7 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     unsafe {
         rm!(RedisModule_Replicate)(
             ctx.ctx,
-            c"PADLOCK.LOCKSET".as_ptr(),
+            Lock::INFO.effect.as_ptr(),
             c"sssbb".as_ptr(),
             key.inner,
             h,
@@ -192,7 +190,7 @@ pub fn sem_set(
     unsafe {
         rm!(RedisModule_Replicate)(
             ctx.ctx,
-            c"PADLOCK.SEMSET".as_ptr(),
+            Semaphore::INFO.effect.as_ptr(),
             c"ssssb".as_ptr(),
             key.inner,
             h,
@@ -218,7 +216,7 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     unsafe {
         rm!(RedisModule_Replicate)(
             ctx.ctx,
-            c"PADLOCK.RWSET".as_ptr(),
+            RwLock::INFO.effect.as_ptr(),
             c"ssssbb".as_ptr(),
             key.inner,
             h,

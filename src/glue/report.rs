@@ -2,51 +2,46 @@
 
 use std::ffi::CString;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::{raw, Context};
 
 use super::fences;
 use super::info::*;
 use super::keep;
+use super::types::{with_kinds, KindInfo, Value};
 use super::waiting;
 
-fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
+fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
-    let g = |a: &AtomicI64| a.load(Ordering::Relaxed);
     let (blocked, edges) = if for_crash_report {
         (-1, -1)
     } else {
         waiting::gauges().unwrap_or((-1, -1))
     };
-    vec![
-        ("locks", g(&LOCKS)),
-        ("semaphores", g(&SEMAPHORES)),
-        ("rwlocks", g(&RWLOCKS)),
+    let mut out: Vec<(String, i64)> = Vec::with_capacity(48);
+    let mut kinds: Vec<&'static KindInfo> = Vec::new();
+    macro_rules! each {
+        ($($t:ty),*) => { $( kinds.push(<$t as Value>::INFO); )* };
+    }
+    with_kinds!(each);
+    for k in &kinds {
+        out.push((k.gauge.to_string(), k.values.load(Ordering::Relaxed)));
+    }
+    let keep_bound = if for_crash_report { -1 } else { keep::bound() };
+    for (name, v) in [
         ("blocked_clients", blocked),
         ("wait_edges", edges),
-        (
-            "keep_bound",
-            if for_crash_report { -1 } else { keep::bound() },
-        ),
-        ("acquired", c(&ACQUIRED)),
-        ("reentered", c(&REENTERED)),
-        ("released", c(&RELEASED)),
-        ("extended", c(&EXTENDED)),
-        ("contended", c(&CONTENDED)),
-        ("expired", c(&EXPIRED)),
-        ("sem_acquired", c(&SEM_ACQUIRED)),
-        ("sem_released", c(&SEM_RELEASED)),
-        ("sem_extended", c(&SEM_EXTENDED)),
-        ("sem_contended", c(&SEM_CONTENDED)),
-        ("sem_expired", c(&SEM_EXPIRED)),
-        ("sem_expired_holders", c(&SEM_EXPIRED_HOLDERS)),
-        ("rw_acquired", c(&RW_ACQUIRED)),
-        ("rw_released", c(&RW_RELEASED)),
-        ("rw_extended", c(&RW_EXTENDED)),
-        ("rw_contended", c(&RW_CONTENDED)),
-        ("rw_expired", c(&RW_EXPIRED)),
-        ("rw_expired_holders", c(&RW_EXPIRED_HOLDERS)),
+        ("keep_bound", keep_bound),
+    ] {
+        out.push((name.to_string(), v));
+    }
+    for k in &kinds {
+        for (name, field) in k.fields {
+            out.push((format!("{}{name}", k.prefix), c(k.counters.get(*field))));
+        }
+    }
+    let rest: [(&str, i64); 10] = [
         ("keep_renewals", c(&KEEP_RENEWALS)),
         ("keep_lost", c(&KEEP_LOST)),
         ("deadlocks", c(&DEADLOCKS)),
@@ -64,7 +59,9 @@ fn fields(for_crash_report: bool) -> Vec<(&'static str, i64)> {
             },
         ),
         ("last_fence", fences::last() as i64),
-    ]
+    ];
+    out.extend(rest.into_iter().map(|(n, v)| (n.to_string(), v)));
+    out
 }
 
 extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {

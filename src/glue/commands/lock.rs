@@ -2,18 +2,50 @@
 
 use redis_module::{Context, RedisString, RedisValue};
 
+use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{declare_keys, grant_or_wait, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::lock::Grant;
+use crate::core::lock::Lock;
 use crate::glue::config::limits;
 use crate::glue::eviction;
-use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::lock as kind;
 use crate::glue::server::{map, now_ms};
+use crate::glue::types::Value;
 use crate::glue::waiting;
+
+commands! {
+    c"lock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
+        "Acquires (or reenters) a lock with a lease; replies its fencing token, nil when held by another holder.",
+        "O(1)", "key holder ttl-ms [BLOCK timeout-ms] [KEEP]", Keys::One(GRANT);
+    c"lock.reenter" => reenter, c"write deny-oom fast", (1, 1, 1), "write fast",
+        "Reenters a lock the holder already holds; replies the new reentry count.",
+        "O(1)", "key holder ttl-ms [KEEP]", Keys::One(RENEW);
+    c"lock.release" => release, c"write fast", (1, 1, 1), "write fast",
+        "Releases one reentry of a lock; replies the count left, 0 when the lock is free.",
+        "O(1)", "key holder", Keys::One(GIVE_BACK);
+    c"lock.extend" => extend, c"write fast", (1, 1, 1), "write fast",
+        "Resets the lease of a held lock.",
+        "O(1)", "key holder ttl-ms [KEEP]", Keys::One(RENEW);
+    c"lock.info" => info, c"readonly fast", (1, 1, 1), "read fast",
+        "Shows a lock's holder, count, fence, lease left, waiters and keep.",
+        "O(1)", "key", Keys::One(LOOK);
+    c"lock.macquire" => macquire, c"write deny-oom getkeys-api", (0, 0, 0), "write",
+        "Acquires several locks all at once or none; replies their fences.",
+        "O(N) where N is the number of keys", "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP]", Keys::Counted(GRANT);
+    c"lock.mrelease" => mrelease, c"write getkeys-api", (0, 0, 0), "write",
+        "Releases one reentry of each of several locks, all or none; replies the counts left.",
+        "O(N) where N is the number of keys", "numkeys key [key ...] holder", Keys::Counted(GIVE_BACK);
+    c"lock.waitfor" => waitfor, c"write deny-oom fast", (1, 1, 1), "write fast",
+        "Declares that a holder waits for a key (deadlock detection for clients that wait on their own side).",
+        "O(E) where E is the number of wait edges reachable from the key", "key holder ttl-ms", Keys::One(LOOK);
+    c"lock.graph" => graph, c"readonly", (0, 0, 0), "read",
+        "Shows the wait-for graph: waiter, key, holders, ms left per edge, for keys the caller may read.",
+        "O(E) where E is the number of wait edges", "[COUNT n]", Keys::None;
+}
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
@@ -32,9 +64,14 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         kind::keep(ctx, req.key, req.holder, client, req.ttl_ms, g.fence);
         RedisValue::Integer(g.fence as i64)
     };
-    grant_or_wait(ctx, attempt, reply, &info::CONTENDED, wait, || {
-        kind::want_one(req.ttl_ms, client)
-    })
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &Lock::INFO.counters.contended,
+        wait,
+        || kind::want_one(req.ttl_ms, client),
+    )
 }
 
 pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -110,9 +147,14 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         keys: req.keys,
         block_ms: req.block_ms,
     };
-    grant_or_wait(ctx, attempt, reply, &info::CONTENDED, wait, || {
-        kind::want_multi(req.ttl_ms, client)
-    })
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &Lock::INFO.counters.contended,
+        wait,
+        || kind::want_multi(req.ttl_ms, client),
+    )
 }
 
 pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {

@@ -1,8 +1,10 @@
-//! Command bodies, one file per family: parse (`core::args`), call the
-//! kind (`glue::kinds`) or the waiting engine, reply. The table that
-//! registers them is `glue::table`.
+//! Command bodies, one file per family, each with its rows (`spec`): parse
+//! (`core::args`), call the kind (`glue::kinds`) or the waiting engine,
+//! reply. `all()` is every command, the kinds' effect commands included;
+//! `glue::table` registers them.
 
-pub mod internal;
+pub mod spec;
+
 pub mod lock;
 pub mod rwlock;
 pub mod sem;
@@ -14,12 +16,52 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use super::blocking;
 use super::info::bump;
+use super::kinds::effect::{self, Effect};
+use super::types::with_kinds;
 use super::waiting::{self, Want};
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
+use spec::{Command, Doc, Keys, SET};
 
 /// A command body: the arguments after the name are parsed inside.
 pub type Body = fn(&Context, &[RedisString]) -> Result<RedisValue, Error>;
+
+extern "C" fn effect_handler<K: Effect>(
+    ctx: *mut redis_module::raw::RedisModuleCtx,
+    argv: *mut *mut redis_module::raw::RedisModuleString,
+    argc: std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    spec::handle(ctx, argv, argc, effect::command::<K>)
+}
+
+/// A kind's effect command, from its `KindInfo`.
+fn effect<K: Effect>() -> Command {
+    let info = K::INFO;
+    Command {
+        name: info.effect,
+        handler: effect_handler::<K>,
+        flags: c"write admin",
+        keys: (1, 1, 1),
+        acl: "write admin dangerous",
+        internal: true,
+        doc: Doc {
+            summary: info.effect_summary,
+            complexity: info.effect_complexity,
+            syntax: info.effect_syntax,
+            keys: Keys::One(SET),
+        },
+    }
+}
+
+/// Every command padlock registers.
+pub fn all() -> Vec<Command> {
+    let mut out: Vec<Command> = [lock::COMMANDS, sem::COMMANDS, rwlock::COMMANDS].concat();
+    macro_rules! effects {
+        ($($t:ty),*) => { $( out.push(effect::<$t>()); )* };
+    }
+    with_kinds!(effects);
+    out
+}
 
 /// What a refused acquire waits for with `BLOCK`.
 struct Wait<'a> {

@@ -3,18 +3,34 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
+use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{grant_or_wait, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::rwlock::{Grant, RwLock};
 use crate::glue::config::limits;
 use crate::glue::eviction;
-use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::rwlock as kind;
 use crate::glue::server::{map, now_ms};
+use crate::glue::types::Value;
 use crate::glue::waiting;
+
+commands! {
+    c"rwlock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
+        "Takes a read or write hold of a fair read-write lock; replies the holder's fence, nil when refused.",
+        "O(log N) where N is the number of holders", "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]", Keys::One(GRANT);
+    c"rwlock.release" => release, c"write fast", (1, 1, 1), "write fast",
+        "Releases one read or write hold; replies [reads, writes] left.",
+        "O(log N) where N is the number of holders", "key holder READ|WRITE", Keys::One(GIVE_BACK);
+    c"rwlock.extend" => extend, c"write fast", (1, 1, 1), "write fast",
+        "Resets a read-write lock holder's lease.",
+        "O(log N) where N is the number of holders", "key holder ttl-ms [KEEP]", Keys::One(RENEW);
+    c"rwlock.info" => info, c"readonly", (1, 1, 1), "read",
+        "Shows a read-write lock's mode, holders, waiters and keep.",
+        "O(N) where N is the number of holders", "key", Keys::One(LOOK);
+}
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::rw_acquire(&args[1..], &limits())?;
@@ -34,10 +50,17 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         kind::keep(ctx, key, holder, client, req.ttl_ms);
         RedisValue::Integer(g.fence as i64)
     };
-    grant_or_wait(ctx, attempt, reply, &info::RW_CONTENDED, wait, || {
-        let upgrade = kind::is_upgrade(ctx, key, holder, mode);
-        kind::want(mode, req.ttl_ms, upgrade, client)
-    })
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &RwLock::INFO.counters.contended,
+        wait,
+        || {
+            let upgrade = kind::is_upgrade(ctx, key, holder, mode);
+            kind::want(mode, req.ttl_ms, upgrade, client)
+        },
+    )
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {

@@ -3,17 +3,34 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
+use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{grant_or_wait, Wait};
 use crate::core::args;
 use crate::core::error::Error;
+use crate::core::semaphore::Semaphore;
 use crate::glue::config::limits;
 use crate::glue::eviction;
-use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::sem as kind;
 use crate::glue::server::{map, now_ms};
+use crate::glue::types::Value;
 use crate::glue::waiting;
+
+commands! {
+    c"sem.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
+        "Takes permits of a counting semaphore with a lease per holder; replies the permits the holder holds, nil when not enough are free.",
+        "O(log N) where N is the number of holders", "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]", Keys::One(GRANT);
+    c"sem.release" => release, c"write fast", (1, 1, 1), "write fast",
+        "Gives back permits of a semaphore (all by default); replies the permits left.",
+        "O(log N) where N is the number of holders", "key holder [PERMITS n]", Keys::One(GIVE_BACK);
+    c"sem.extend" => extend, c"write fast", (1, 1, 1), "write fast",
+        "Resets a semaphore holder's lease.",
+        "O(log N) where N is the number of holders", "key holder ttl-ms [PERMITS n] [KEEP]", Keys::One(RENEW);
+    c"sem.info" => info, c"readonly", (1, 1, 1), "read",
+        "Shows a semaphore's limit, used and available permits, holders, waiters and keep.",
+        "O(N) where N is the number of holders", "key", Keys::One(LOOK);
+}
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
@@ -35,9 +52,14 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
         RedisValue::Integer(total as i64)
     };
-    grant_or_wait(ctx, attempt, reply, &info::SEM_CONTENDED, wait, || {
-        kind::want(req.limit, req.permits, req.ttl_ms, client)
-    })
+    grant_or_wait(
+        ctx,
+        attempt,
+        reply,
+        &Semaphore::INFO.counters.contended,
+        wait,
+        || kind::want(req.limit, req.permits, req.ttl_ms, client),
+    )
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {

@@ -4,13 +4,11 @@
 //! never expire holders by their own clock; the key expires with its
 //! latest holder and goes when the last one leaves.
 
-use std::sync::atomic::AtomicU64;
-
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::glue::commit::{commit, Note, Write};
-use crate::glue::info::{self, bump};
+use crate::glue::info::bump;
 use crate::glue::key::Key;
 use crate::glue::types::Value;
 
@@ -18,8 +16,6 @@ use crate::glue::types::Value;
 pub trait Leased: Value {
     /// One holder's new state, as decided and as replicated.
     type Effect<'h>;
-    /// Counts holders whose lease ran out.
-    const EXPIRED: &'static AtomicU64;
 
     fn expire(&self, now_ms: i64) -> Vec<Self::Effect<'static>>;
     fn apply(&mut self, e: &Self::Effect<'_>);
@@ -83,8 +79,7 @@ pub fn change<'h, V: Leased, R>(
         let expired = now.map(|t| value.expire(t)).unwrap_or_default();
         for e in &expired {
             value.apply(e);
-            bump(V::EXPIRED);
-            bump(&info::EXPIRED);
+            bump(&V::INFO.counters.expired_holders);
         }
         let (result, decided) = match decide(value) {
             Ok((r, e)) => (Ok(r), e),

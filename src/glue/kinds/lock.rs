@@ -8,15 +8,18 @@ use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::lock::{self, Effect, Grant, Lock};
+use crate::core::stored;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::{commit, Note, Write};
 use crate::glue::config::grace_running;
 use crate::glue::fences;
-use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
 use crate::glue::waiting::{self, Granted, TakeBack, Want};
+
+use super::effect;
+use crate::glue::types::Value;
 
 impl Write for Effect {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
@@ -53,11 +56,11 @@ impl Write for Effect {
 
 fn grant_note<'h>(g: &Grant, holder: &'h [u8]) -> Note<'h> {
     let counter = if g.fresh {
-        &info::ACQUIRED
+        &Lock::INFO.counters.acquired
     } else {
-        &info::REENTERED
+        &Lock::INFO.counters.reentered
     };
-    Note::grant(counter, c"lock.acquire", holder)
+    Note::grant(counter, Lock::INFO.acquire_event, holder)
 }
 
 /// With waiters queued, a key belongs to the head of its queue: only the
@@ -133,7 +136,13 @@ pub fn reenter(
     let mut key = Key::write(ctx, name);
     let (count, effect) =
         lock::reenter(name.as_slice(), key.lock()?.as_deref(), holder, ttl_ms, now)?;
-    commit(ctx, name, key, effect, Note::new(&info::REENTERED, None));
+    commit(
+        ctx,
+        name,
+        key,
+        effect,
+        Note::new(&Lock::INFO.counters.reentered, None),
+    );
     Ok(count)
 }
 
@@ -162,7 +171,10 @@ fn commit_release(
     count: u64,
     holder: &[u8],
 ) {
-    let note = Note::new(&info::RELEASED, Some(c"lock.release"));
+    let note = Note::new(
+        &Lock::INFO.counters.released,
+        Some(Lock::INFO.release_event),
+    );
     commit(ctx, name, key, effect, note);
     if count == 0 {
         keep::unbind(ctx, name, holder);
@@ -207,7 +219,13 @@ pub fn extend(
             other => other?,
         }
     };
-    commit(ctx, name, key, effect, Note::new(&info::EXTENDED, None));
+    commit(
+        ctx,
+        name,
+        key,
+        effect,
+        Note::new(&Lock::INFO.counters.extended, None),
+    );
     Ok(())
 }
 
@@ -266,8 +284,22 @@ pub fn keep_held(
     keep(ctx, name, holder, client, ttl_ms, fence);
 }
 
-/// `PADLOCK.LOCKSET`: state from the master or the AOF, set outright.
-pub fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> Result<(), Error> {
+/// `PADLOCK.LOCKSET key holder count fence deadline-ms`: state from the
+/// master or the AOF, set outright.
+impl effect::Effect for Lock {
+    fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
+        let [_, name, h, count, fence, deadline_ms] = args else {
+            return Err(Error::Arity);
+        };
+        let (count, fence) = (effect::num(count, "count")?, effect::num(fence, "fence")?);
+        let d = effect::deadline(deadline_ms)?;
+        let l = stored::lock(h, effect::max_holder(), count, fence).map_err(effect::invalid)?;
+        stored::key_deadline(d).map_err(effect::invalid)?;
+        set(ctx, name, l, d)
+    }
+}
+
+fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> Result<(), Error> {
     let mut key = Key::write(ctx, name);
     key.lock()?;
     fences::observe(lock.fence);

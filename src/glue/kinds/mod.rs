@@ -4,6 +4,7 @@
 //! `waiting::Want`s. Commands parse and reply; the engine queues and hands
 //! off; neither knows what a grant means for a kind.
 
+pub mod effect;
 mod leased;
 pub mod lock;
 pub mod rwlock;

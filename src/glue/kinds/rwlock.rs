@@ -4,7 +4,6 @@
 //! together, an upgrading holder waits ahead of the queue.
 
 use std::rc::Rc;
-use std::sync::atomic::AtomicU64;
 
 use redis_module::{Context, RedisString};
 
@@ -16,17 +15,17 @@ use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
 use crate::glue::fences;
-use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
+use crate::glue::types::Value;
 use crate::glue::waiting::{Granted, TakeBack, Want};
 
+use super::effect;
 use super::leased::{self, Leased};
 
 impl Leased for RwLock {
     type Effect<'h> = Effect<'h>;
-    const EXPIRED: &'static AtomicU64 = &info::RW_EXPIRED_HOLDERS;
 
     fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
         RwLock::expire(self, now_ms)
@@ -70,7 +69,11 @@ pub fn try_acquire(
     ttl_ms: i64,
     now: i64,
 ) -> Result<Option<Grant>, Error> {
-    let note = Note::grant(&info::RW_ACQUIRED, c"rwlock.acquire", holder);
+    let note = Note::grant(
+        &RwLock::INFO.counters.acquired,
+        RwLock::INFO.acquire_event,
+        holder,
+    );
     change(ctx, name, Some(now), note, |rw| {
         let decided = fences::with(|f| rw.acquire(holder, mode, queued, ttl_ms, now, f))?;
         match decided {
@@ -98,7 +101,10 @@ pub fn release(
     fence: Option<u64>,
     now: i64,
 ) -> Result<(u64, u64), Error> {
-    let note = Note::new(&info::RW_RELEASED, Some(c"rwlock.release"));
+    let note = Note::new(
+        &RwLock::INFO.counters.released,
+        Some(RwLock::INFO.release_event),
+    );
     let left = change(ctx, name, Some(now), note, |rw| {
         if fence.is_some_and(|f| rw.holder(holder).is_none_or(|e| e.fence != f)) {
             return Ok(((1, 1), None));
@@ -161,25 +167,34 @@ pub fn extend(
     ttl_ms: i64,
     now: i64,
 ) -> Result<(), Error> {
-    let note = Note::new(&info::RW_EXTENDED, None);
+    let note = Note::new(&RwLock::INFO.counters.extended, None);
     change(ctx, name, Some(now), note, |rw| {
         Ok(((), Some(rw.extend(name.as_slice(), holder, ttl_ms, now)?)))
     })
 }
 
 /// `PADLOCK.RWSET`: one holder's state from the master or the AOF.
-pub fn set(ctx: &Context, name: &RedisString, effect: Effect<'_>) -> Result<(), Error> {
-    fences::observe(effect.fence);
-    change(ctx, name, None, Note::default(), |rw| {
-        let e = Entry {
-            reads: effect.reads,
-            writes: effect.writes,
-            fence: effect.fence,
-            deadline_ms: effect.deadline_ms,
+/// `PADLOCK.RWSET key holder reads writes fence deadline-ms` (no holds:
+/// the holder leaves). A state the rules could never reach (a writer
+/// beside another holder) is refused.
+impl effect::Effect for RwLock {
+    fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
+        let [_, name, h, reads, writes, fence, deadline_ms] = args else {
+            return Err(Error::Arity);
         };
-        stored::rw_fits(rw, &effect.holder[..], &e).map_err(Error::Invalid)?;
-        Ok(((), Some(effect)))
-    })
+        let e = Entry {
+            reads: effect::num(reads, "reads")?,
+            writes: effect::num(writes, "writes")?,
+            fence: effect::num(fence, "fence")?,
+            deadline_ms: effect::deadline(deadline_ms)?,
+        };
+        stored::rw_entry(h, effect::max_holder(), &e, true).map_err(effect::invalid)?;
+        fences::observe(e.fence);
+        change(ctx, name, None, Note::default(), |rw| {
+            stored::rw_fits(rw, h, &e).map_err(Error::Invalid)?;
+            Ok(((), Some(Effect::set(h, e))))
+        })
+    }
 }
 
 /// `RWLOCK.ACQUIRE ... BLOCK`.

@@ -2,25 +2,25 @@
 //! `leased` for what they share with read-write locks).
 
 use std::rc::Rc;
-use std::sync::atomic::AtomicU64;
 
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::semaphore::{Effect, Semaphore};
+use crate::core::stored;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
-use crate::glue::info;
 use crate::glue::keep;
 use crate::glue::replicate;
+use crate::glue::types::Value;
 use crate::glue::waiting::{Granted, TakeBack, Want};
 
+use super::effect;
 use super::leased::{self, Leased};
 
 impl Leased for Semaphore {
     type Effect<'h> = Effect<'h>;
-    const EXPIRED: &'static AtomicU64 = &info::SEM_EXPIRED_HOLDERS;
 
     fn expire(&self, now_ms: i64) -> Vec<Effect<'static>> {
         Semaphore::expire(self, now_ms)
@@ -65,7 +65,11 @@ pub fn try_acquire(
     ttl_ms: i64,
     now: i64,
 ) -> Result<Option<u64>, Error> {
-    let note = Note::grant(&info::SEM_ACQUIRED, c"sem.acquire", holder);
+    let note = Note::grant(
+        &Semaphore::INFO.counters.acquired,
+        Semaphore::INFO.acquire_event,
+        holder,
+    );
     change(ctx, name, Some(now), limit, note, |s| {
         if s.fits(limit, permits) && grace_running(now, ttl_ms) {
             return Err(Error::TryAgain);
@@ -85,7 +89,10 @@ pub fn release(
     permits: Option<u64>,
     now: i64,
 ) -> Result<u64, Error> {
-    let note = Note::new(&info::SEM_RELEASED, Some(c"sem.release"));
+    let note = Note::new(
+        &Semaphore::INFO.counters.released,
+        Some(Semaphore::INFO.release_event),
+    );
     let left = change(ctx, name, Some(now), 0, note, |s| {
         let (left, e) = s.release(name.as_slice(), holder, permits)?;
         Ok((left, Some(e)))
@@ -128,7 +135,7 @@ pub fn extend(
     permits: Option<u64>,
     now: i64,
 ) -> Result<(), Error> {
-    let note = Note::new(&info::SEM_EXTENDED, None);
+    let note = Note::new(&Semaphore::INFO.counters.extended, None);
     change(ctx, name, Some(now), 0, note, |s| {
         let e = match s.extend(name.as_slice(), holder, ttl_ms, now) {
             Err(Error::NotHeld { .. }) if grace_running(now, ttl_ms) => {
@@ -141,10 +148,25 @@ pub fn extend(
 }
 
 /// `PADLOCK.SEMSET`: one holder's state from the master or the AOF.
-pub fn set(ctx: &Context, name: &RedisString, effect: Effect<'_>) -> Result<(), Error> {
-    change(ctx, name, None, effect.limit, Note::default(), |_| {
-        Ok(((), Some(effect)))
-    })
+/// `PADLOCK.SEMSET key holder limit permits deadline-ms` (permits 0: the
+/// holder leaves).
+impl effect::Effect for Semaphore {
+    fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
+        let [_, name, h, limit, permits, deadline_ms] = args else {
+            return Err(Error::Arity);
+        };
+        let (limit, permits) = (
+            effect::num(limit, "limit")?,
+            effect::num(permits, "permits")?,
+        );
+        let d = effect::deadline(deadline_ms)?;
+        stored::limit(limit).map_err(effect::invalid)?;
+        stored::sem_holder(h, effect::max_holder(), permits, d, true).map_err(effect::invalid)?;
+        let e = Effect::set(h, limit, permits, d);
+        change(ctx, name, None, limit, Note::default(), |_| {
+            Ok(((), Some(e)))
+        })
+    }
 }
 
 /// `SEM.ACQUIRE ... BLOCK`.

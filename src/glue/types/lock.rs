@@ -9,7 +9,7 @@ use redis_module::raw;
 
 use super::*;
 use crate::core::bounds::MAX_HOLDER_LEN;
-use crate::glue::info::LOCKS;
+use crate::core::lock::Lock;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "pdlk-lock",
@@ -36,6 +36,23 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         aux_save2: None,
     },
 );
+
+pub static LOCK_INFO: KindInfo = KindInfo {
+    name: "lock",
+    gauge: "locks",
+    values: AtomicI64::new(0),
+    prefix: "",
+    fields: &[("acquired", Field::Acquired), ("reentered", Field::Reentered), ("released", Field::Released), ("extended", Field::Extended), ("contended", Field::Contended), ("expired", Field::Expired)],
+    counters: Counters::new(),
+    acquire_event: c"lock.acquire",
+    release_event: c"lock.release",
+    expired_event: c"lock.expired",
+    evicted_event: c"lock.evicted",
+    effect: c"padlock.lockset",
+    effect_syntax: "key holder count fence deadline-ms",
+    effect_summary: "Effect (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.",
+    effect_complexity: "O(1)",
+};
 
 extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard::call(std::ptr::null_mut(), || {
@@ -77,7 +94,7 @@ extern "C" fn lock_aof_rewrite(
         // Deadline 0: Redis emits the key's PEXPIREAT right after this command.
         emit(
             aof,
-            crate::glue::replicate::LOCKSET,
+            Lock::INFO.effect,
             key,
             &lock.holder,
             &[lock.count as i64, lock.fence as i64, 0],
@@ -95,7 +112,7 @@ extern "C" fn lock_mem_usage(value: *const c_void) -> usize {
 
 impl Value for Lock {
     const TYPE: &'static RedisType = &LOCK_TYPE;
-    const GAUGE: &'static AtomicI64 = &LOCKS;
+    const INFO: &'static KindInfo = &LOCK_INFO;
 }
 
 impl Stored for Lock {
@@ -109,5 +126,5 @@ impl Stored for Lock {
 }
 
 extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, Kind::Lock);
+    unlinked(key, &LOCK_INFO);
 }

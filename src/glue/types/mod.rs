@@ -11,7 +11,7 @@ mod sem;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use redis_module::native_types::RedisType;
 use redis_module::raw;
@@ -19,15 +19,8 @@ use redis_module::raw;
 use super::fences;
 use super::guard;
 use super::info::gauge;
-use crate::core::lock::Lock;
-use crate::core::rwlock::RwLock;
-use crate::core::semaphore::Semaphore;
 use crate::core::stored::{self, Invalid};
 use crate::core::waitgraph::{Held, Need};
-
-pub use lock::LOCK_TYPE;
-pub use rwlock::RWLOCK_TYPE;
-pub use sem::SEM_TYPE;
 
 const ENCODING_VERSION: i32 = 1;
 /// The type-methods layout of Redis 7.0 (copy, unlink, mem_usage2...): the
@@ -36,48 +29,107 @@ const TYPE_METHOD_VERSION: u64 = 4;
 
 // ---- unlink tracking ------------------------------------------------------
 
-/// padlock's kinds of value, as the keyspace events and counters name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Lock,
-    Sem,
-    RwLock,
+/// One kind's counters for `INFO padlock`.
+pub struct Counters {
+    pub acquired: AtomicU64,
+    pub reentered: AtomicU64,
+    pub released: AtomicU64,
+    pub extended: AtomicU64,
+    pub contended: AtomicU64,
+    /// Whole keys whose lease ran out.
+    pub expired: AtomicU64,
+    /// Holders whose own lease ran out inside a key that lives on.
+    pub expired_holders: AtomicU64,
 }
 
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::Sem => "semaphore",
-            Kind::RwLock => "read-write lock",
+/// What a counter of `INFO padlock` is.
+#[derive(Clone, Copy)]
+pub enum Field {
+    Acquired,
+    Reentered,
+    Released,
+    Extended,
+    Contended,
+    Expired,
+    ExpiredHolders,
+}
+
+impl Counters {
+    pub const fn new() -> Counters {
+        Counters {
+            acquired: AtomicU64::new(0),
+            reentered: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            extended: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            expired_holders: AtomicU64::new(0),
         }
     }
 
-    /// The keyspace event for a whole key whose lease ran out.
-    pub fn expired_event(self) -> &'static CStr {
-        match self {
-            Kind::Lock => c"lock.expired",
-            Kind::Sem => c"sem.expired",
-            Kind::RwLock => c"rwlock.expired",
-        }
-    }
-
-    /// The keyspace event for a held value removed by eviction.
-    pub fn evicted_event(self) -> &'static CStr {
-        match self {
-            Kind::Lock => c"lock.evicted",
-            Kind::Sem => c"sem.evicted",
-            Kind::RwLock => c"rwlock.evicted",
+    pub fn get(&self, f: Field) -> &AtomicU64 {
+        match f {
+            Field::Acquired => &self.acquired,
+            Field::Reentered => &self.reentered,
+            Field::Released => &self.released,
+            Field::Extended => &self.extended,
+            Field::Contended => &self.contended,
+            Field::Expired => &self.expired,
+            Field::ExpiredHolders => &self.expired_holders,
         }
     }
 }
+
+/// Everything the module says of one kind outside its rules: names,
+/// events, its effect command and its `INFO` fields. Each kind's file has
+/// one (`Value::INFO`); every registry (`stored`, the `INFO` report, the
+/// effect commands, eviction and expiry events) reads it, so a kind cannot
+/// be registered with a part missing.
+pub struct KindInfo {
+    /// For log lines: "lock", "semaphore", "read-write lock".
+    pub name: &'static str,
+    /// `INFO padlock` gauge of values in memory: `locks`, ...
+    pub gauge: &'static str,
+    pub values: AtomicI64,
+    /// `INFO padlock` counter prefix (`""`, `sem_`, `rw_`) and fields, in
+    /// order.
+    pub prefix: &'static str,
+    pub fields: &'static [(&'static str, Field)],
+    pub counters: Counters,
+    /// Keyspace events.
+    pub acquire_event: &'static CStr,
+    pub release_event: &'static CStr,
+    pub expired_event: &'static CStr,
+    pub evicted_event: &'static CStr,
+    /// The effect command replicas and the AOF apply (`padlock.lockset`),
+    /// with its `COMMAND DOCS` text.
+    pub effect: &'static CStr,
+    pub effect_syntax: &'static str,
+    pub effect_summary: &'static str,
+    pub effect_complexity: &'static str,
+}
+
+/// Every kind, once: `with_kinds!(m)` runs `m!(Type, ...)` with the value
+/// types of all kinds. Registries that iterate the kinds (the value
+/// lookup below, the `INFO` report, the effect commands) expand it, so a
+/// new kind is one entry here.
+macro_rules! with_kinds {
+    ($m:ident) => {
+        $m!(
+            crate::core::lock::Lock,
+            crate::core::semaphore::Semaphore,
+            crate::core::rwlock::RwLock
+        )
+    };
+}
+pub(crate) use with_kinds;
 
 thread_local! {
     static ON_PURPOSE: Cell<bool> = const { Cell::new(false) };
     /// The last padlock key removed by someone else (DEL, expiry,
     /// eviction): the expired/evicted event handler matches it to count
     /// and announce it under its kind.
-    static LAST_UNLINKED: RefCell<Option<(Vec<u8>, Kind)>> = const { RefCell::new(None) };
+    static LAST_UNLINKED: RefCell<Option<(Vec<u8>, &'static KindInfo)>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` (a delete padlock itself does) without it counting as a removal
@@ -91,7 +143,7 @@ pub fn deleting_on_purpose(f: impl FnOnce()) {
 /// Takes the key last removed by another hand, when it is `key`: the
 /// `expired` / `evicted` event then counts it under its kind (returned
 /// here) and sends the kind's own event.
-pub fn take_unlinked(key: &[u8]) -> Option<Kind> {
+pub fn take_unlinked(key: &[u8]) -> Option<&'static KindInfo> {
     LAST_UNLINKED.with(|l| {
         let mut l = l.borrow_mut();
         match l.take() {
@@ -105,7 +157,7 @@ pub fn take_unlinked(key: &[u8]) -> Option<Kind> {
 }
 
 /// What every type's `unlink` callback does.
-fn unlinked(key: *mut raw::RedisModuleString, kind: Kind) {
+fn unlinked(key: *mut raw::RedisModuleString, kind: &'static KindInfo) {
     super::guard::call((), || {
         if ON_PURPOSE.with(|p| p.get()) {
             return;
@@ -172,12 +224,12 @@ pub(super) fn refuse(rdb: *mut raw::RedisModuleIO, what: &str, why: Invalid) -> 
     std::ptr::null_mut()
 }
 
-/// One of padlock's value types: its Redis data type, its `INFO` gauge, and
-/// what the waiting engine reads of it. Every value Redis holds is a
-/// `Box<T>` made by `into_raw`.
+/// One of padlock's value types: its Redis data type, what the module says
+/// of it (`KindInfo`), and what the waiting engine reads of it (`Stored`).
+/// Every value Redis holds is a `Box<T>` made by `into_raw`.
 pub trait Value: Stored + Clone + 'static {
     const TYPE: &'static RedisType;
-    const GAUGE: &'static AtomicI64;
+    const INFO: &'static KindInfo;
 }
 
 /// What the waiting engine needs to know of any stored value.
@@ -206,26 +258,41 @@ pub unsafe fn stored<'a>(
     fn is<T: Value>(mt: *mut raw::RedisModuleType) -> bool {
         mt == *T::TYPE.raw_type.borrow()
     }
-    // SAFETY: a value of type `mt` is a `Box<T>` of the kind whose type
-    // `mt` is (see `into_raw`), alive while the key is open.
-    unsafe {
-        if is::<Lock>(mt) {
-            (value as *const Lock).as_ref().map(|v| v as &dyn Stored)
-        } else if is::<Semaphore>(mt) {
-            (value as *const Semaphore)
-                .as_ref()
-                .map(|v| v as &dyn Stored)
-        } else if is::<RwLock>(mt) {
-            (value as *const RwLock).as_ref().map(|v| v as &dyn Stored)
-        } else {
-            None
-        }
+    macro_rules! lookup {
+        ($($t:ty),*) => {
+            $(
+                if is::<$t>(mt) {
+                    // SAFETY: a value of type `mt` is a `Box<T>` of the
+                    // kind whose type `mt` is (see `into_raw`), alive
+                    // while the key is open.
+                    return unsafe { (value as *const $t).as_ref() }.map(|v| v as &dyn Stored);
+                }
+            )*
+        };
+    }
+    with_kinds!(lookup);
+    None
+}
+
+/// Creates every kind's data type (from OnLoad).
+pub fn register(ctx: &redis_module::Context) -> redis_module::Status {
+    let mut ok = true;
+    macro_rules! create {
+        ($($t:ty),*) => {
+            $( ok = ok && <$t as Value>::TYPE.create_data_type(ctx.ctx).is_ok(); )*
+        };
+    }
+    with_kinds!(create);
+    if ok {
+        redis_module::Status::Ok
+    } else {
+        redis_module::Status::Err
     }
 }
 
 /// Hands a value to Redis (counted in its gauge until `free_value`).
 pub fn into_raw<T: Value>(value: T) -> *mut c_void {
-    gauge(T::GAUGE, 1);
+    gauge(&T::INFO.values, 1);
     Box::into_raw(Box::new(value)).cast()
 }
 
@@ -234,7 +301,7 @@ pub(super) extern "C" fn free_value<T: Value>(value: *mut c_void) {
         // SAFETY: the pointer came from Box::into_raw of a T, and Redis
         // frees each value once.
         drop(unsafe { Box::from_raw(value as *mut T) });
-        gauge(T::GAUGE, -1);
+        gauge(&T::INFO.values, -1);
     })
 }
 
@@ -253,15 +320,12 @@ pub(super) extern "C" fn copy_value<T: Value>(
 /// Emits `CMD key holder n1 n2 n3 [n4]` into a rewritten AOF.
 pub(super) fn emit(
     aof: *mut raw::RedisModuleIO,
-    cmd: &str,
+    cmd: &CStr,
     key: *mut raw::RedisModuleString,
     holder: &[u8],
     nums: &[i64],
 ) {
     let fmt = if nums.len() == 4 { c"sbllll" } else { c"sblll" };
-    let Ok(cmd) = CString::new(cmd) else {
-        return;
-    };
     let n = |i: usize| nums.get(i).copied().unwrap_or(0) as c_longlong;
     // SAFETY: the format names exactly the arguments it reads (a trailing
     // one it does not name is ignored).

@@ -10,7 +10,6 @@ use redis_module::raw;
 
 use super::*;
 use crate::core::rwlock::{Entry, RwLock};
-use crate::glue::info::RWLOCKS;
 
 pub static RWLOCK_TYPE: RedisType = RedisType::new(
     "pdlk-rwlk",
@@ -37,6 +36,23 @@ pub static RWLOCK_TYPE: RedisType = RedisType::new(
         aux_save2: None,
     },
 );
+
+pub static RWLOCK_INFO: KindInfo = KindInfo {
+    name: "read-write lock",
+    gauge: "rwlocks",
+    values: AtomicI64::new(0),
+    prefix: "rw_",
+    fields: &[("acquired", Field::Acquired), ("released", Field::Released), ("extended", Field::Extended), ("contended", Field::Contended), ("expired", Field::Expired), ("expired_holders", Field::ExpiredHolders)],
+    counters: Counters::new(),
+    acquire_event: c"rwlock.acquire",
+    release_event: c"rwlock.release",
+    expired_event: c"rwlock.expired",
+    evicted_event: c"rwlock.evicted",
+    effect: c"padlock.rwset",
+    effect_syntax: "key holder reads writes fence deadline-ms",
+    effect_summary: "Effect (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.",
+    effect_complexity: "O(log N) where N is the number of holders",
+};
 
 extern "C" fn rw_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard::call(std::ptr::null_mut(), || {
@@ -90,7 +106,7 @@ extern "C" fn rw_aof_rewrite(
         for (holder, e) in rw.holders() {
             emit(
                 aof,
-                crate::glue::replicate::RWSET,
+                RwLock::INFO.effect,
                 key,
                 holder,
                 &[
@@ -119,7 +135,7 @@ extern "C" fn rw_mem_usage(value: *const c_void) -> usize {
 
 impl Value for RwLock {
     const TYPE: &'static RedisType = &RWLOCK_TYPE;
-    const GAUGE: &'static AtomicI64 = &RWLOCKS;
+    const INFO: &'static KindInfo = &RWLOCK_INFO;
 }
 
 impl Stored for RwLock {
@@ -145,5 +161,5 @@ impl Stored for RwLock {
 }
 
 extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, Kind::RwLock);
+    unlinked(key, &RWLOCK_INFO);
 }

@@ -8,7 +8,7 @@ use redis_module::native_types::RedisType;
 use redis_module::raw;
 
 use super::*;
-use crate::glue::info::SEMAPHORES;
+use crate::core::semaphore::Semaphore;
 
 pub static SEM_TYPE: RedisType = RedisType::new(
     "pdlk-sema",
@@ -35,6 +35,23 @@ pub static SEM_TYPE: RedisType = RedisType::new(
         aux_save2: None,
     },
 );
+
+pub static SEM_INFO: KindInfo = KindInfo {
+    name: "semaphore",
+    gauge: "semaphores",
+    values: AtomicI64::new(0),
+    prefix: "sem_",
+    fields: &[("acquired", Field::Acquired), ("released", Field::Released), ("extended", Field::Extended), ("contended", Field::Contended), ("expired", Field::Expired), ("expired_holders", Field::ExpiredHolders)],
+    counters: Counters::new(),
+    acquire_event: c"sem.acquire",
+    release_event: c"sem.release",
+    expired_event: c"sem.expired",
+    evicted_event: c"sem.evicted",
+    effect: c"padlock.semset",
+    effect_syntax: "key holder limit permits deadline-ms",
+    effect_summary: "Effect (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.",
+    effect_complexity: "O(log N) where N is the number of holders",
+};
 
 extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard::call(std::ptr::null_mut(), || {
@@ -83,7 +100,7 @@ extern "C" fn sem_aof_rewrite(
         for (holder, e) in sem.holders() {
             emit(
                 aof,
-                crate::glue::replicate::SEMSET,
+                Semaphore::INFO.effect,
                 key,
                 holder,
                 &[sem.limit() as i64, e.permits as i64, e.deadline_ms],
@@ -107,7 +124,7 @@ extern "C" fn sem_mem_usage(value: *const c_void) -> usize {
 
 impl Value for Semaphore {
     const TYPE: &'static RedisType = &SEM_TYPE;
-    const GAUGE: &'static AtomicI64 = &SEMAPHORES;
+    const INFO: &'static KindInfo = &SEM_INFO;
 }
 
 impl Stored for Semaphore {
@@ -122,5 +139,5 @@ impl Stored for Semaphore {
 }
 
 extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, Kind::Sem);
+    unlinked(key, &SEM_INFO);
 }

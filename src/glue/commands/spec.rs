@@ -1,0 +1,168 @@
+//! What a command is: its C handler (one per body, made by `commands!`),
+//! its flags, key positions, ACL categories and `COMMAND DOCS` text, in one
+//! row. Each family file lists its rows; `glue::table` registers them all,
+//! so a command cannot exist without its categories or its docs.
+
+use std::ffi::CStr;
+use std::mem::ManuallyDrop;
+use std::os::raw::c_int;
+
+use redis_module::{raw, Context, RedisError, RedisString};
+
+use super::Body;
+use crate::glue::guard;
+use crate::glue::replicate;
+use crate::glue::server;
+use crate::glue::waiting;
+
+pub type Handler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Key spec flags (`REDISMODULE_CMD_KEY_*`).
+pub const RO: u64 = 1;
+pub const RW: u64 = 2;
+pub const ACCESS: u64 = 16;
+pub const UPDATE: u64 = 32;
+
+// Redis takes one of INSERT, UPDATE and DELETE; a grant may create the
+// key and a release delete it, but both read and change a value that may
+// be there, which is UPDATE.
+pub const GRANT: u64 = RW | ACCESS | UPDATE;
+pub const GIVE_BACK: u64 = RW | ACCESS | UPDATE;
+pub const RENEW: u64 = RW | ACCESS | UPDATE;
+pub const LOOK: u64 = RO | ACCESS;
+pub const SET: u64 = RW | UPDATE;
+
+/// How the keys are found: one at index 1, or `numkeys key [key ...]`.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    None,
+    One(u64),
+    Counted(u64),
+}
+
+/// `COMMAND DOCS`: the syntax line is the SPEC's, read by `core::syntax`.
+#[derive(Clone, Copy)]
+pub struct Doc {
+    pub summary: &'static str,
+    pub complexity: &'static str,
+    pub syntax: &'static str,
+    pub keys: Keys,
+}
+
+#[derive(Clone, Copy)]
+pub struct Command {
+    pub name: &'static CStr,
+    pub handler: Handler,
+    /// Redis command flags.
+    pub flags: &'static CStr,
+    /// Legacy key positions: first, last, step (0, 0, 0 with `getkeys-api`).
+    pub keys: (c_int, c_int, c_int),
+    /// ACL categories where the server supports them; `admin` commands do
+    /// not join `@padlock`.
+    pub acl: &'static str,
+    /// Offered as `internal` where the server knows the flag (Redis 8.0+).
+    pub internal: bool,
+    pub doc: Doc,
+}
+
+/// Runs a body so that a bug can only ever turn into an error reply, never
+/// a crashed server; then serves the keys its writes made ready.
+pub fn handle(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    body: Body,
+) -> c_int {
+    let context = Context::new(ctx);
+    let failed = Err(RedisError::Str(
+        "ERR padlock internal error, see the server log",
+    ));
+    let response = guard::call(failed, || {
+        let result = with_args(argv, argc, |args| body(&context, args));
+        // The one place a command's writes reach the waiting engine.
+        waiting::serve_ready(&context);
+        server::reply(result)
+    });
+    context.reply(response) as c_int
+}
+
+/// Arguments most commands fit in without a heap allocation.
+const INLINE_ARGS: usize = 8;
+
+const NO_ARG: ManuallyDrop<RedisString> = ManuallyDrop::new(RedisString::from_redis_module_string(
+    std::ptr::null_mut(),
+    std::ptr::null_mut(),
+));
+
+/// Runs `f` on the command's arguments as `RedisString`s that borrow
+/// Redis' own argv. (`redis_module::decode_args` retains every argument,
+/// collects them into a new Vec and frees them again, on every call.)
+/// Redis keeps argv alive until the command returns, and a body can only
+/// borrow or copy the strings.
+fn with_args<R>(
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    f: impl FnOnce(&[RedisString]) -> R,
+) -> R {
+    let strings: &[*mut raw::RedisModuleString] = match usize::try_from(argc) {
+        // SAFETY: Redis passes argc valid strings in argv.
+        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    };
+    let borrow = |&s: &*mut raw::RedisModuleString| {
+        ManuallyDrop::new(RedisString::from_redis_module_string(
+            std::ptr::null_mut(),
+            s,
+        ))
+    };
+    let mut inline = [NO_ARG; INLINE_ARGS];
+    let heap: Vec<ManuallyDrop<RedisString>>;
+    let args: &[ManuallyDrop<RedisString>] = if strings.len() <= INLINE_ARGS {
+        for (slot, s) in inline.iter_mut().zip(strings) {
+            *slot = borrow(s);
+        }
+        &inline[..strings.len()]
+    } else {
+        heap = strings.iter().map(borrow).collect();
+        &heap
+    };
+    // SAFETY: ManuallyDrop<T> has T's layout (repr(transparent)); the
+    // strings are never dropped, so none is freed that padlock does not own.
+    let args = unsafe { &*(args as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
+    replicate::during_command(strings.as_ptr(), strings.len(), || f(args))
+}
+
+/// A family's rows: `name => body, flags, keys, acl, summary, complexity,
+/// syntax, key spec;`, each with its own C handler.
+macro_rules! commands {
+    ($($name:literal => $body:path, $flags:literal, $keys:expr, $acl:literal,
+       $summary:literal, $complexity:literal, $syntax:literal, $spec:expr;)*) => {
+        pub const COMMANDS: &[$crate::glue::commands::spec::Command] = &[$(
+            $crate::glue::commands::spec::Command {
+                name: $name,
+                handler: {
+                    extern "C" fn h(
+                        ctx: *mut redis_module::raw::RedisModuleCtx,
+                        argv: *mut *mut redis_module::raw::RedisModuleString,
+                        argc: std::os::raw::c_int,
+                    ) -> std::os::raw::c_int {
+                        $crate::glue::commands::spec::handle(ctx, argv, argc, $body)
+                    }
+                    h
+                },
+                flags: $flags,
+                keys: $keys,
+                acl: $acl,
+                internal: false,
+                doc: $crate::glue::commands::spec::Doc {
+                    summary: $summary,
+                    complexity: $complexity,
+                    syntax: $syntax,
+                    keys: $spec,
+                },
+            },
+        )*];
+    };
+}
+pub(crate) use commands;
