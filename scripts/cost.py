@@ -11,6 +11,7 @@ binary, in the same run, alone or with AOF on and a replica attached.
   really held (redis-benchmark's random keys collide).
 
     python scripts/cost.py [server-binary] [--top N]   # one table, and where the instructions go
+    PADLOCK_COST_BLOCKED=1000 python scripts/cost.py  # and a blocked acquire that queues
 """
 
 import glob
@@ -177,6 +178,35 @@ def instructions(binary, aof_replica=False, cases=CASES, top=0):
         s.stop()
 
 
+def blocked_instructions(binary, n=1000):
+    """Instructions inside call() per `LOCK.ACQUIRE ... BLOCK` that queues:
+    `n` locks held, then one waiter per lock, each on its own connection
+    (a blocked connection sends nothing more)."""
+    import socket
+    s = Setup(binary, aof_replica=False, callgrind=True)
+    m = s.master
+    socks = []
+    try:
+        s.fill(HELD, n)
+        m.control("-z")
+        for i in range(n):
+            c = socket.create_connection(("127.0.0.1", m.port))
+            args = [b"LOCK.ACQUIRE", b"k:%d" % i, b"other", b"60000", b"BLOCK", b"0"]
+            c.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+            socks.append(c)
+        time.sleep(3 + n / 200)  # no command of ours in the measured window
+        before = set(glob.glob(m.out + "*"))
+        m.control("-d")
+        dump = max(set(glob.glob(m.out + "*")) - before, key=os.path.getmtime)
+        if m.r.info("padlock")["padlock_blocked_clients"] != n:
+            raise RuntimeError("the waiters did not all block in time")
+        return total(dump) / n
+    finally:
+        for c in socks:
+            c.close()
+        s.stop()
+
+
 def throughput(binary, aof_replica=False, cases=CASES, n=200_000, conns=8):
     """{case: requests per second at pipeline 16}; the baseline is measured
     before and after the others, and averaged."""
@@ -237,6 +267,9 @@ def main():
     print("| --- | --- | --- |")
     for name, v in res.items():
         print(f"| {name} | {v:,.0f} | {v / res[BASE]:.2f}x |")
+    if os.environ.get("PADLOCK_COST_BLOCKED"):
+        b = blocked_instructions(binary, int(os.environ["PADLOCK_COST_BLOCKED"]))
+        print(f"| LOCK.ACQUIRE ... BLOCK that queues | {b:,.0f} | {b / res[BASE]:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ use crate::glue::key::Key;
 use crate::glue::kinds::lock as kind;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
-use crate::glue::waiting;
+use crate::glue::waiting::{self, Attempt};
 
 commands! {
     c"lock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
@@ -53,7 +53,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     eviction::check_acquire(ctx)?;
     let attempt = match kind::open_to(ctx, req.key, req.holder)? {
         true => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()),
-        false => Ok(None),
+        false => Ok(Attempt::Refused(None)),
     };
     let wait = Wait {
         holder: req.holder,
@@ -128,8 +128,10 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         open &= kind::open_to(ctx, k, req.holder)?;
     }
     let attempt = match open {
-        true => kind::try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms()),
-        false => Ok(None),
+        true => {
+            kind::try_macquire(ctx, req.keys, req.holder, req.ttl_ms, now_ms()).map(Attempt::from)
+        }
+        false => Ok(Attempt::Refused(None)),
     };
     let reply = |fences: Vec<u64>| {
         for (name, fence) in req.keys.iter().zip(&fences) {

@@ -18,7 +18,7 @@ use super::blocking;
 use super::info::bump;
 use super::kinds::effect::{self, Effect};
 use super::types::with_kinds;
-use super::waiting::{self, Want};
+use super::waiting::{self, Attempt, Want};
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
 use spec::{Command, Doc, Keys, SET};
@@ -77,23 +77,23 @@ struct Wait<'a> {
 /// builds the waiting request only when the client does wait.
 fn grant_or_wait<T>(
     ctx: &Context,
-    attempt: Result<Option<T>, Error>,
+    attempt: Result<Attempt<T>, Error>,
     reply: impl FnOnce(T) -> RedisValue,
     contended: &AtomicU64,
     wait: Wait<'_>,
     want: impl FnOnce() -> Rc<dyn Want>,
 ) -> Result<RedisValue, Error> {
     let block = wait.block_ms.filter(|_| blocking::can_block(ctx));
-    match attempt {
-        Ok(Some(got)) => return Ok(reply(got)),
-        Ok(None) => {}
-        Err(Error::TryAgain) if block.is_some() => {}
+    let seen = match attempt {
+        Ok(Attempt::Got(got)) => return Ok(reply(got)),
+        Ok(Attempt::Refused(seen)) => seen,
+        Err(Error::TryAgain) if block.is_some() => None,
         Err(e) => return Err(e),
-    }
+    };
     bump(contended);
     match block {
         None => Ok(RedisValue::Null),
-        Some(timeout) => waiting::wait(ctx, wait.holder, wait.keys, want(), timeout),
+        Some(timeout) => waiting::wait(ctx, wait.holder, wait.keys, want(), timeout, seen),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::glue::key::Key;
 use crate::glue::kinds::sem as kind;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
-use crate::glue::waiting;
+use crate::glue::waiting::{self, Attempt};
 
 commands! {
     c"sem.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
@@ -38,7 +38,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     eviction::check_acquire(ctx)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
     let attempt = if waiting::has_waiters(ctx, req.key) {
-        Ok(None)
+        Ok(Attempt::Refused(None))
     } else {
         let (limit, n) = (req.limit, req.permits);
         kind::try_acquire(ctx, req.key, req.holder, limit, n, req.ttl_ms, now_ms())

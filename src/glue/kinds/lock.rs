@@ -9,6 +9,7 @@ use redis_module::{Context, RedisString};
 use crate::core::error::Error;
 use crate::core::lock::{self, Effect, Grant, Lock};
 use crate::core::stored;
+use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::{commit, Note, Write};
 use crate::glue::config::grace_running;
@@ -16,7 +17,7 @@ use crate::glue::fences;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
-use crate::glue::waiting::{self, Granted, TakeBack, Want};
+use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Want};
 
 use super::effect;
 use crate::glue::types::Value;
@@ -73,27 +74,33 @@ pub fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool,
     Ok(key.lock()?.is_some_and(|l| *l.holder == *holder))
 }
 
-/// Takes one lock for `holder` now; None when someone else has it.
+/// Takes one lock for `holder` now; refused when someone else has it,
+/// with what was seen of the key (so that a wait need not read it again).
 pub fn try_acquire(
     ctx: &Context,
     name: &RedisString,
     holder: &[u8],
     ttl_ms: i64,
     now: i64,
-) -> Result<Option<Grant>, Error> {
+) -> Result<Attempt<Grant>, Error> {
     let mut key = Key::write(ctx, name);
+    let expire = key.expire_at();
     let decided = {
         let cur = key.lock()?;
         if cur.is_none() && grace_running(now, ttl_ms) {
             return Err(Error::TryAgain);
         }
-        fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
+        match fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))? {
+            Some(d) => d,
+            None => {
+                let seen = cur.map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, now));
+                return Ok(Attempt::Refused(seen));
+            }
+        }
     };
-    let Some((grant, effect)) = decided else {
-        return Ok(None);
-    };
+    let (grant, effect) = decided;
     commit(ctx, name, key, effect, grant_note(&grant, holder));
-    Ok(Some(grant))
+    Ok(Attempt::Got(grant))
 }
 
 /// All of `names` for `holder` now, or nothing.
@@ -356,9 +363,9 @@ impl Want for Locks {
         let fences = match (self.multi, names) {
             (true, _) if held_by_another(ctx, names, holder)? => None,
             (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
-            (false, [name]) => {
-                try_acquire(ctx, name, holder, self.ttl_ms, now)?.map(|g| vec![g.fence])
-            }
+            (false, [name]) => try_acquire(ctx, name, holder, self.ttl_ms, now)?
+                .got()
+                .map(|g| vec![g.fence]),
             (false, _) => None,
         };
         for (name, fence) in names.iter().zip(fences.iter().flatten()) {

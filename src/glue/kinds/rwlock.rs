@@ -19,7 +19,7 @@ use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
 use crate::glue::types::Value;
-use crate::glue::waiting::{Granted, TakeBack, Want};
+use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Want};
 
 use super::effect;
 use super::leased::{self, Leased};
@@ -68,7 +68,7 @@ pub fn try_acquire(
     queued: bool,
     ttl_ms: i64,
     now: i64,
-) -> Result<Option<Grant>, Error> {
+) -> Result<Attempt<Grant>, Error> {
     let note = Note::grant(
         &RwLock::INFO.counters.acquired,
         RwLock::INFO.acquire_event,
@@ -80,8 +80,15 @@ pub fn try_acquire(
             // A newcomer during the restart grace: an old holder may
             // still be working.
             Some((g, _)) if g.fresh && grace_running(now, ttl_ms) => Err(Error::TryAgain),
-            Some((g, e)) => Ok((Some(g), Some(e))),
-            None => Ok((None, None)),
+            Some((g, e)) => Ok((Attempt::Got(g), Some(e))),
+            None => {
+                let need = match mode {
+                    Mode::Read => Need::Shared,
+                    Mode::Write => Need::Exclusive,
+                };
+                let seen = Seen::of(rw, None, holder, need, now);
+                Ok((Attempt::Refused(Some(seen)), None))
+            }
         }
     })
 }
@@ -230,7 +237,7 @@ impl Want for Hold {
             return Ok(None);
         };
         // First in line: nobody is queued ahead.
-        let got = try_acquire(ctx, name, holder, self.mode, false, self.ttl_ms, now)?;
+        let got = try_acquire(ctx, name, holder, self.mode, false, self.ttl_ms, now)?.got();
         if got.is_some() {
             keep(ctx, name, holder, self.keep, self.ttl_ms);
         }

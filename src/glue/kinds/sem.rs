@@ -8,13 +8,14 @@ use redis_module::{Context, RedisString};
 use crate::core::error::Error;
 use crate::core::semaphore::{Effect, Semaphore};
 use crate::core::stored;
+use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
 use crate::glue::keep;
 use crate::glue::replicate;
 use crate::glue::types::Value;
-use crate::glue::waiting::{Granted, TakeBack, Want};
+use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Want};
 
 use super::effect;
 use super::leased::{self, Leased};
@@ -55,7 +56,8 @@ fn change<'h, R>(
     leased::change(ctx, name, now, || Semaphore::new(limit), note, decide)
 }
 
-/// Takes `permits` for `holder` now; None when not enough are free.
+/// Takes `permits` for `holder` now; refused when not enough are free,
+/// with what was seen of the key.
 pub fn try_acquire(
     ctx: &Context,
     name: &RedisString,
@@ -64,7 +66,7 @@ pub fn try_acquire(
     permits: u64,
     ttl_ms: i64,
     now: i64,
-) -> Result<Option<u64>, Error> {
+) -> Result<Attempt<u64>, Error> {
     let note = Note::grant(
         &Semaphore::INFO.counters.acquired,
         Semaphore::INFO.acquire_event,
@@ -75,8 +77,11 @@ pub fn try_acquire(
             return Err(Error::TryAgain);
         }
         Ok(match s.acquire(holder, limit, permits, ttl_ms, now) {
-            Some((total, e)) => (Some(total), Some(e)),
-            None => (None, None),
+            Some((total, e)) => (Attempt::Got(total), Some(e)),
+            None => {
+                let seen = Seen::of(s, None, holder, Need::Exclusive, now);
+                (Attempt::Refused(Some(seen)), None)
+            }
         })
     })
 }
@@ -208,7 +213,8 @@ impl Want for Permits {
             self.permits,
             self.ttl_ms,
             now,
-        )?;
+        )?
+        .got();
         if got.is_some() {
             keep(ctx, name, holder, self.keep, self.ttl_ms);
         }

@@ -70,7 +70,29 @@ fn nearest_ahead(
 /// key with, and the conflicting requests queued ahead of it (`req` says
 /// which of `x`'s requests is meant: `Queued(id)` names its waiter).
 fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Held {
-    let (need, ahead) = state::with(|s| {
+    let (need, ahead) = requests_ahead(x, key, req);
+    let mut held = blocking::in_db(ctx, key.db, || {
+        let name = key.name(ctx);
+        let k = Key::read(ctx, &name);
+        k.stored()
+            .ok()
+            .flatten()
+            .map_or_else(Held::free, |v| v.held_for(x, need, now))
+    });
+    held.all.extend(ahead);
+    held
+}
+
+/// `waits_on` for holders already read (by the refused attempt itself).
+fn with_ahead(mut held: Held, x: &[u8], key: &KeyId, req: Request) -> Held {
+    held.all.extend(requests_ahead(x, key, req).1);
+    held
+}
+
+/// What `x`'s request needs, and the requests queued ahead of it that it
+/// waits for.
+fn requests_ahead(x: &[u8], key: &KeyId, req: Request) -> (Need, Vec<Vec<u8>>) {
+    state::with(|s| {
         let (need, before) = match req {
             Request::Declared => return (Need::Exclusive, vec![]),
             Request::New(want) => {
@@ -93,17 +115,7 @@ fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Hel
             Some((w.holder.clone(), w.want.need()))
         });
         (need, nearest_ahead(ahead, x, need))
-    });
-    let mut held = blocking::in_db(ctx, key.db, || {
-        let name = key.name(ctx);
-        let k = Key::read(ctx, &name);
-        k.stored()
-            .ok()
-            .flatten()
-            .map_or_else(Held::free, |v| v.held_for(x, need, now))
-    });
-    held.all.extend(ahead);
-    held
+    })
 }
 
 /// The cycle as the calling user may see it (see `acl::Reader`).
@@ -132,6 +144,7 @@ pub fn check(
     keys: &[KeyId],
     req: Request,
     now: i64,
+    known: Option<&Held>,
 ) -> Result<(), Error> {
     // The waiter id of each request read, noted as the edges are read.
     let ids: RefCell<HashMap<(Vec<u8>, KeyId), u64>> = RefCell::default();
@@ -152,6 +165,12 @@ pub fn check(
         },
         |x, k| {
             let req = if x == holder && keys.contains(k) {
+                // What the refused attempt already read of its one key.
+                if let (Some(held), [only]) = (known, keys) {
+                    if only == k {
+                        return with_ahead(held.clone(), x, k, req);
+                    }
+                }
                 req
             } else {
                 match ids.borrow().get(&(x.to_vec(), k.clone())) {
@@ -198,6 +217,7 @@ pub fn waitfor(
         std::slice::from_ref(&key),
         Request::Declared,
         now,
+        None,
     )?;
     state::with(|s| s.graph.declare(holder, key, now + ttl_ms));
     Ok(RedisValue::Integer(1))

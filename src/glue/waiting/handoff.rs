@@ -207,6 +207,11 @@ pub fn refresh(ctx: &Context, key: &KeyId) {
         let expire = k.expire_at();
         k.stored().ok().flatten().and_then(|v| v.frees_at(expire))
     });
+    refresh_at(key, at);
+}
+
+/// `refresh` when the key's next free time `at` is already known.
+pub fn refresh_at(key: &KeyId, at: Option<i64>) {
     // Redis counts a key as expired only once the clock is past its
     // deadline: fire 1 ms after it. While the restart grace holds the head
     // of the queue back, try again when it ends.

@@ -35,7 +35,7 @@ use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::waiters::Entry;
 
-pub use state::{Granted, KeyId, TakeBack, Want};
+pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Want};
 
 pub fn init(ctx: &Context) {
     timer::init(ctx, fire);
@@ -95,28 +95,43 @@ pub fn serve_ready(ctx: &Context) {
 }
 
 /// Blocks the client on `names` (all in the selected database), behind
-/// everyone already queued there, unless that would deadlock.
+/// everyone already queued there, unless that would deadlock. `seen`: what
+/// the refused attempt read of its one key, so that it is not read again.
 pub fn wait(
     ctx: &Context,
     holder: &[u8],
     names: &[RedisString],
     want: Rc<dyn Want>,
     timeout_ms: i64,
+    seen: Option<Seen>,
 ) -> Result<RedisValue, Error> {
     let now = now_ms();
     let db = blocking::selected_db(ctx);
     let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();
     check_bounds(&keys)?;
+    let seen = seen.filter(|_| keys.len() == 1);
     // A key of a multi-key request that the holder alone already holds is
     // no wait (semaphore permits it holds still are: more may never come).
     let mut waits = Vec::with_capacity(keys.len());
     for (key, name) in keys.iter().zip(names) {
-        if !deadlock::held_now(ctx, name, now)?.only(holder) {
+        let only_mine = match &seen {
+            Some(s) => s.held.only(holder),
+            None => deadlock::held_now(ctx, name, now)?.only(holder),
+        };
+        if !only_mine {
             waits.push(key.clone());
         }
     }
     if !waits.is_empty() {
-        deadlock::check(ctx, holder, &waits, deadlock::Request::New(&*want), now)?;
+        let known = seen.as_ref().map(|s| &s.held_for);
+        deadlock::check(
+            ctx,
+            holder,
+            &waits,
+            deadlock::Request::New(&*want),
+            now,
+            known,
+        )?;
     }
     let want_first = want.jumps_queue();
     let handle = clients::block(ctx);
@@ -143,8 +158,13 @@ pub fn wait(
     if let Some(t) = timeout_at {
         timer::arm(t);
     }
-    for k in &keys {
-        handoff::refresh(ctx, k);
+    match (&seen, keys.as_slice()) {
+        (Some(s), [k]) => handoff::refresh_at(k, s.frees_at),
+        _ => {
+            for k in &keys {
+                handoff::refresh(ctx, k);
+            }
+        }
     }
     Ok(RedisValue::NoReply)
 }

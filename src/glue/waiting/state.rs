@@ -16,7 +16,8 @@ use redis_module::{Context, RedisString};
 use super::super::blocking::{self, Handle, Reply};
 use crate::core::error::Error;
 use crate::core::waiters::Waiters;
-use crate::core::waitgraph::{Need, WaitGraph};
+use crate::core::waitgraph::{Held, Need, WaitGraph};
+use crate::glue::types::Stored;
 
 /// A key in a database.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -63,6 +64,53 @@ pub trait Want {
     /// own hold: those queued would wait for it anyway).
     fn jumps_queue(&self) -> bool {
         false
+    }
+}
+
+/// What a refused request saw of its one key while the key was open: all
+/// its holders, those this request waits for, and when the key may free
+/// itself. Waiting on that key then reads it no more.
+pub struct Seen {
+    pub held: Held,
+    pub held_for: Held,
+    pub frees_at: Option<i64>,
+}
+
+impl Seen {
+    pub fn of(
+        v: &dyn Stored,
+        key_expire: Option<i64>,
+        waiter: &[u8],
+        need: Need,
+        now: i64,
+    ) -> Seen {
+        Seen {
+            held: v.held(now),
+            held_for: v.held_for(waiter, need, now),
+            frees_at: v.frees_at(key_expire),
+        }
+    }
+}
+
+/// An acquire tried now: granted, or refused (with what it saw of its key,
+/// when it had it open).
+pub enum Attempt<T> {
+    Got(T),
+    Refused(Option<Seen>),
+}
+
+impl<T> Attempt<T> {
+    pub fn got(self) -> Option<T> {
+        match self {
+            Attempt::Got(t) => Some(t),
+            Attempt::Refused(_) => None,
+        }
+    }
+}
+
+impl<T> From<Option<T>> for Attempt<T> {
+    fn from(o: Option<T>) -> Attempt<T> {
+        o.map_or(Attempt::Refused(None), Attempt::Got)
     }
 }
 
