@@ -84,21 +84,21 @@ pub fn try_acquire(
     now: i64,
 ) -> Result<Attempt<Grant>, Error> {
     let mut key = Key::write(ctx, name);
-    let expire = key.expire_at();
     let decided = {
         let cur = key.lock()?;
         if cur.is_none() && grace_running(now, ttl_ms) {
             return Err(Error::TryAgain);
         }
-        match fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))? {
-            Some(d) => d,
-            None => {
-                let seen = cur.map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, now));
-                return Ok(Attempt::Refused(seen));
-            }
-        }
+        fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
     };
-    let (grant, effect) = decided;
+    let Some((grant, effect)) = decided else {
+        // Refused: what the wait needs of the key, read while it is open.
+        let expire = key.expire_at();
+        let seen = key
+            .lock()?
+            .map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, now));
+        return Ok(Attempt::Refused(seen));
+    };
     commit(ctx, name, key, effect, grant_note(&grant, holder));
     Ok(Attempt::Got(grant))
 }

@@ -163,7 +163,7 @@ fn unlinked(key: *mut raw::RedisModuleString, kind: &'static KindInfo) {
             return;
         }
         let name = redis_module::RedisString::string_as_slice(key).to_vec();
-        super::hooks::key_gone(&name);
+        super::pending::note_removed(&name);
         LAST_UNLINKED.with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
                 *l = Some((name, kind));

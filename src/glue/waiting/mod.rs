@@ -20,7 +20,6 @@ mod handoff;
 mod recover;
 mod slots;
 mod state;
-mod timer;
 
 use std::collections::HashSet;
 use std::os::raw::c_void;
@@ -30,7 +29,7 @@ use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::blocking::{self, Reply};
 use super::config;
-use super::hooks;
+use super::pending as timer;
 use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::waiters::Entry;
@@ -39,7 +38,6 @@ pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Want};
 
 pub fn init(ctx: &Context) {
     timer::init(ctx, fire);
-    hooks::install(on_unlink);
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush_event);
 }
 
@@ -193,17 +191,10 @@ fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
 
 pub use deadlock::{graph, waitfor};
 
-/// A lock or semaphore key was removed by another hand, or its expiry
-/// changed: serve and re-time its waiters at the next timer.
-fn on_unlink(name: &[u8]) {
-    if !state::nobody_waits() {
-        timer::note([name.to_vec()]);
-    }
-}
-
-/// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...).
+/// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...): re-time
+/// its waiters at the next timer.
 pub fn expiry_changed(name: &[u8]) {
-    on_unlink(name)
+    timer::note_removed(name)
 }
 
 unsafe extern "C" fn on_flush_event(

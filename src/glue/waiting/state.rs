@@ -4,7 +4,7 @@
 //! The borrow rule: no borrow of the state is held across a call into
 //! Redis. A Redis call may run padlock callbacks (a type's unlink callback,
 //! a blocked client's free callback), and those only note work for the
-//! timer (`timer::note_pending`, `recover::lost`), never borrowing the state
+//! timer (`pending::note`, `recover::lost`), never borrowing the state
 //! mutably. Every `with` body is plain Rust; code that must read keys reads
 //! them first, or between short borrows (see `deadlock::check`).
 
@@ -41,9 +41,18 @@ impl KeyId {
 
 /// A waiter's request as its kind grants it (`glue::kinds` implements
 /// this): the engine only queues, times and hands off; what a grant means
-/// for a key is the kind's business.
+/// for a key is the kind's business. The contract (docs/design.md, "What a
+/// `Want` may do"):
 pub trait Want {
-    /// Grants the request now if it can be (through the commit step).
+    /// Grants the request now if it can be. Called while serving, with the
+    /// waiter still queued and no borrow of the engine's state held. It may
+    /// open and write its keys, only through its kind and the commit step
+    /// (replicated, counted, keys marked ready), and may bind a `KEEP`
+    /// lease; it must not call back into the engine (`wait`,
+    /// `serve_ready`), block, or read the engine's state. `Ok(None)`: not
+    /// yet (not asked again in this serving pass); `Err(TryAgain)`: the
+    /// restart grace (asked again when it ends); another error wakes the
+    /// waiter with it.
     fn try_grant(
         &self,
         ctx: &Context,
@@ -53,6 +62,8 @@ pub trait Want {
     ) -> Result<Option<Granted>, Error>;
 
     /// The lease asked for (the `auto` restart grace is measured by it).
+    /// This and the two below are plain answers, asked with the state
+    /// borrowed: they must not call into Redis.
     fn ttl_ms(&self) -> i64;
 
     /// Whether it shares the key with other sharing requests (readers).
@@ -121,6 +132,8 @@ pub struct Granted {
     pub take_back: Box<dyn TakeBack>,
 }
 
+/// Undoes a grant whose reply never reached its client, on a later timer;
+/// it may write keys as `Want::try_grant` may, with the same limits.
 pub trait TakeBack {
     fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]);
 }
@@ -143,7 +156,12 @@ thread_local! {
 }
 
 pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    STATE.with(|s| f(&mut s.borrow_mut()))
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let r = f(&mut s);
+        crate::glue::pending::set_watching(!s.waiters.is_empty());
+        r
+    })
 }
 
 /// True when no client waits; safe to ask from any callback. While the

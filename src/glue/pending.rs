@@ -1,12 +1,16 @@
-//! The engine's one module timer, and the work noted for it by callbacks
-//! that may not write (unlink, flush, disconnect): keys to look at again.
+//! The waiting engine's one module timer, and the work noted for it by
+//! callbacks that may not write (a type's unlink, flush, disconnect): keys
+//! to look at again. It sits below both the data types and the engine, so
+//! a type's unlink callback notes a removed key here without knowing the
+//! engine; the engine says whether anyone waits (`set_watching`), so that
+//! removals of keys nobody waits for cost nothing.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use redis_module::Context;
 
-use super::super::blocking::{self, TimerProc};
-use super::super::server::now_ms;
+use super::blocking::{self, TimerProc};
+use super::server::now_ms;
 
 /// Keys noted since the last timer; `all`: every key with waiters.
 #[derive(Default)]
@@ -20,6 +24,22 @@ const MAX_PENDING: usize = 4096;
 thread_local! {
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
     static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
+    /// Whether any client waits (kept by the engine).
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The engine, after each change of its state: does anyone wait now?
+pub fn set_watching(any: bool) {
+    WATCHING.set(any);
+}
+
+/// A padlock key was removed by another hand (DEL, UNLINK, expiry,
+/// eviction), or its expiry moved: its waiters need a look at the next
+/// timer. Nothing to do while nobody waits.
+pub fn note_removed(name: &[u8]) {
+    if WATCHING.get() {
+        note([name.to_vec()]);
+    }
 }
 
 pub fn init(ctx: &Context, fire: TimerProc) {
