@@ -7,7 +7,7 @@ use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{grant_or_wait, Wait};
 use crate::core::args;
 use crate::core::error::Error;
-use crate::core::rwlock::{Grant, RwLock};
+use crate::core::rwlock::{Grant, Mode, RwLock};
 use crate::glue::config::limits;
 use crate::glue::eviction;
 use crate::glue::keep;
@@ -15,7 +15,7 @@ use crate::glue::key::Key;
 use crate::glue::kinds::rwlock as kind;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
-use crate::glue::waiting;
+use crate::glue::waiting::{self, Attempt};
 
 commands! {
     c"rwlock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
@@ -41,6 +41,14 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let queued = waiting::has_waiters(ctx, req.key);
     let (key, holder, mode) = (req.key, req.holder, req.mode);
     let attempt = kind::try_acquire(ctx, key, holder, mode, queued, req.ttl_ms, now_ms());
+    // A refused WRITE by a holder of the key is an upgrade (a writer's own
+    // WRITE is always granted): known from what the attempt saw.
+    let upgrade_seen = match &attempt {
+        Ok(Attempt::Refused(Some(seen))) => {
+            Some(mode == Mode::Write && seen.held.holders().any(|h| h == holder))
+        }
+        _ => None,
+    };
     let wait = Wait {
         holder,
         keys: std::slice::from_ref(key),
@@ -57,7 +65,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         &RwLock::INFO.counters.contended,
         wait,
         || {
-            let upgrade = kind::is_upgrade(ctx, key, holder, mode);
+            let upgrade = upgrade_seen.unwrap_or_else(|| kind::is_upgrade(ctx, key, holder, mode));
             kind::want(mode, req.ttl_ms, upgrade, client)
         },
     )
