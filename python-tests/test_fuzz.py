@@ -210,9 +210,8 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
         name = rng.choice(["PADLOCK.LOCKSET", "PADLOCK.SEMSET", "PADLOCK.RWSET"])
         arity = 7 if name == "PADLOCK.RWSET" else 6
         args = [rng.choice(KEYS[:3]), rng.choice([b"h1", b"h2", b"h3", b"", b"x" * 600])]
+        # (Arity is the server's to check: some refuse to load such an AOF.)
         args += [effect_value(rng, now) for _ in range(arity - 3)]
-        if rng.random() < 0.05:
-            args.append(b"extra")
         cmds.append([name, *args])
     srv, _ = aof_server(make_server, cmds)
     r = srv.client()
