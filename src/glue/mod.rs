@@ -51,10 +51,13 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     config::start_grace(server::now_ms());
     // HANDLE_IO_ERRORS: a damaged RESTORE payload or RDB file makes a load
     // fail (and be refused) instead of aborting the server.
-    ctx.set_module_options(
-        redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
-            | redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS,
-    );
+    let options = redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
+        | redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS;
+    let bits = options.bits();
+    ctx.set_module_options(options);
+    if server::is_valkey() {
+        server::set_valkey_options(ctx, bits);
+    }
     if types::register(ctx) == Status::Err || table::register(ctx) == Status::Err {
         return Status::Err;
     }

@@ -51,3 +51,43 @@ pub fn map(fields: Vec<(&str, RedisValue)>) -> RedisValue {
             .collect(),
     )
 }
+
+/// Whether the server is Valkey (it exports its API under `ValkeyModule_`
+/// names too; Redis does not).
+pub fn is_valkey() -> bool {
+    let mut f: *mut std::os::raw::c_void = std::ptr::null_mut();
+    // SAFETY: GetApi is set by the module's Init; it writes a function
+    // pointer or nothing into `f`.
+    unsafe {
+        match redis_module::raw::RedisModule_GetApi {
+            Some(get) => {
+                get(
+                    c"ValkeyModule_GetServerVersion".as_ptr(),
+                    (&mut f as *mut *mut std::os::raw::c_void).cast(),
+                ) == redis_module::raw::REDISMODULE_OK as i32
+                    && !f.is_null()
+            }
+            None => false,
+        }
+    }
+}
+
+/// Valkey's own module options: `SKIP_COMMAND_VALIDATION` (1 << 4, Valkey
+/// 8.1+: `Replicate` skips its command lookup by name; padlock replicates
+/// only its own effect commands and `DEL`) and
+/// `HANDLE_ATOMIC_SLOT_MIGRATION` (1 << 5, Valkey 9+: padlock serves no
+/// staged key of a slot it does not own, every effect touches one key, and
+/// waiters of a slot that moved away are answered `-MOVED`). Older Valkeys
+/// keep the bits and use none. Redis has other uses for these bits, so
+/// they are set on Valkey only.
+pub fn set_valkey_options(ctx: &Context, base: i32) {
+    const SKIP_COMMAND_VALIDATION: i32 = 1 << 4;
+    const HANDLE_ATOMIC_SLOT_MIGRATION: i32 = 1 << 5;
+    // SAFETY: from OnLoad, with a live context.
+    unsafe {
+        rm!(RedisModule_SetModuleOptions)(
+            ctx.ctx,
+            base | SKIP_COMMAND_VALIDATION | HANDLE_ATOMIC_SLOT_MIGRATION,
+        );
+    }
+}

@@ -5,6 +5,8 @@
 //! sent where Redis would send a new command for the key (`-ASK` while the
 //! slot migrates, `-MOVED` once it moved). Rules: `core::cluster`.
 
+use std::os::raw::c_int;
+
 use redis_module::{Context, ContextFlags, RedisValue};
 
 use super::super::blocking;
@@ -26,6 +28,16 @@ impl Slots {
         if !ctx.get_flags().contains(ContextFlags::CLUSTER) {
             return None;
         }
+        let slot = cluster::key_slot(&key.name);
+        // Redis 8.4+: a slot moved away by atomic migration (its keys still
+        // here until trimmed), being trimmed, or only being imported is not
+        // this node's to serve.
+        if !can_access_slot(slot) {
+            let nodes = self.nodes.get_or_insert_with(|| cluster_nodes(ctx));
+            return cluster::route(nodes.as_deref()?, slot)
+                .and_then(|r| r.redirect(slot))
+                .or_else(|| Some("TRYAGAIN the key's slot is moving".to_owned()));
+        }
         let missing = blocking::in_db(ctx, key.db, || {
             let name = key.name(ctx);
             let key = Key::read(ctx, &name);
@@ -36,8 +48,18 @@ impl Slots {
             return None;
         }
         let nodes = self.nodes.get_or_insert_with(|| cluster_nodes(ctx));
-        let slot = cluster::key_slot(&key.name);
         cluster::route(nodes.as_deref()?, slot)?.redirect(slot)
+    }
+}
+
+/// `RM_ClusterCanAccessKeysInSlot` where the server has it (Redis 8.4+);
+/// true elsewhere, where only the key's presence tells.
+fn can_access_slot(slot: u16) -> bool {
+    // SAFETY: reading the API table, written once at load.
+    match unsafe { redis_module::raw::RedisModule_ClusterCanAccessKeysInSlot } {
+        // SAFETY: a plain call with a slot number.
+        Some(f) => unsafe { f(c_int::from(slot)) != 0 },
+        None => true,
     }
 }
 

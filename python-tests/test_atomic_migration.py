@@ -1,0 +1,117 @@
+"""SPEC: Durability, replication, cluster — atomic slot migration (Redis
+8.4+ `CLUSTER MIGRATION IMPORT`, Valkey 9+ `CLUSTER MIGRATESLOTS`): holder,
+count, fence and lease move with the keys; waiters on the source are
+answered `-MOVED` when ownership moves (at once, not at their timeout); the
+source keeps nothing and serves no one; the destination's next fence is
+larger than the source's last."""
+
+import time
+
+import pytest
+import redis
+
+from conftest import Background, wait_blocked, wait_for
+from test_resharding import make_cluster, node_id, tag_for_slot, text
+
+
+def atomic_migration(r):
+    """("redis" | "valkey" | None, why not)."""
+    info = r.info("server")
+    if "valkey_version" in info:
+        major = int(info["valkey_version"].split(".")[0])
+        if major < 9:
+            return None, f"Valkey {info['valkey_version']} has no atomic slot migration (9.0+)"
+        return "valkey", ""
+    major, minor = (int(x) for x in info["redis_version"].split(".")[:2])
+    if (major, minor) < (8, 4):
+        return None, f"Redis {info['redis_version']} has no atomic slot migration (8.4+)"
+    return "redis", ""
+
+
+def migrate(kind, src, dst, slot):
+    if kind == "redis":
+        dst.client().execute_command("CLUSTER", "MIGRATION", "IMPORT", slot, slot)
+    else:
+        src.client().execute_command("CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot,
+                                     "NODE", node_id(dst))
+
+
+def lock_info(c, key):
+    raw = c.execute_command("LOCK.INFO", key)
+    return None if raw is None else dict(zip(raw[::2], raw[1::2]))
+
+
+def test_atomic_migration_moves_state_and_redirects_waiters(make_server):
+    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
+    kind, why = atomic_migration(nodes[0].client())
+    if kind is None:
+        print(f"skipped: {why}")
+        pytest.skip(why)
+    src, dst = nodes[0], nodes[1]
+    slot = 100
+    tag = tag_for_slot(slot)
+    k, s, w = f"{tag}lock", f"{tag}sem", f"{tag}rw"
+    r = src.client()
+    fence = r.execute_command("LOCK.ACQUIRE", k, "alice", 60000)
+    assert r.execute_command("LOCK.ACQUIRE", k, "alice", 60000) == fence
+    r.execute_command("SEM.ACQUIRE", s, "a", 3, 60000, "PERMITS", 2)
+    r.execute_command("RWLOCK.ACQUIRE", w, "reader", "READ", 60000)
+    last_src = r.info("padlock")["padlock_last_fence"]
+    waiters = [Background(src, "LOCK.ACQUIRE", k, "bob", 60000, "BLOCK", 15000),
+               Background(src, "SEM.ACQUIRE", s, "b", 3, 60000, "PERMITS", 2, "BLOCK", 15000),
+               Background(src, "RWLOCK.ACQUIRE", w, "writer", "WRITE", 60000, "BLOCK", 15000)]
+    wait_blocked(r, 3)
+    d = dst.client()
+    started = time.time()
+    migrate(kind, src, dst, slot)
+    assert wait_for(lambda: all(w.done() for w in waiters), timeout=10), "waiters redirected"
+    assert time.time() - started < 8, "answered when ownership moved, not at their timeout"
+    for b in waiters:
+        with pytest.raises(redis.ResponseError, match=f"MOVED {slot} 127.0.0.1:{dst.port}"):
+            b.result()
+    info = lock_info(d, k)
+    assert (info[b"holder"], info[b"count"], info[b"fence"]) == (b"alice", 2, fence)
+    assert d.pttl(k) > 50000
+    assert wait_for(lambda: r.dbsize() == 0, timeout=10), "the source keeps nothing"
+    assert wait_for(lambda: r.info("padlock")["padlock_blocked_clients"] == 0)
+    assert d.execute_command("LOCK.ACQUIRE", f"{tag}new", "h", 1000) > last_src
+
+
+def test_writes_during_the_migration_reach_the_destination(make_server):
+    """Acquires and releases on the source while the slot's snapshot is
+    still being sent go to the destination through the migration's own
+    stream (the effect commands, `internal` on Redis 8, applied there)."""
+    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
+    kind, why = atomic_migration(nodes[0].client())
+    if kind is None:
+        print(f"skipped: {why}")
+        pytest.skip(why)
+    src, dst = nodes[0], nodes[1]
+    slot = 200
+    tag = tag_for_slot(slot)
+    r = src.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(50_000):
+        pipe.set(f"{tag}fill:{i}", "x" * 20)
+    pipe.execute()
+    r.execute_command("LOCK.ACQUIRE", f"{tag}released", "h", 60000)
+    migrate(kind, src, dst, slot)
+    accepted = {}
+    for i in range(200):
+        key = f"{tag}late:{i}"
+        try:
+            accepted[key] = r.execute_command("LOCK.ACQUIRE", key, "late", 60000)
+            if i == 0:
+                r.execute_command("LOCK.RELEASE", f"{tag}released", "h")
+        except redis.ResponseError as e:
+            assert "MOVED" in str(e) or "ASK" in str(e) or "TRYAGAIN" in str(e), str(e)
+            break
+    d = dst.client()
+    assert wait_for(lambda: text(d.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)) != "0"
+                    and r.dbsize() == 0, timeout=30)
+    for key, fence in accepted.items():
+        info = lock_info(d, key)
+        assert info is not None and (info[b"holder"], info[b"fence"]) == (b"late", fence), key
+    if accepted:
+        assert d.exists(f"{tag}released") == 0, "the release reached the destination too"
+    print(f"{len(accepted)} acquires during the migration")
