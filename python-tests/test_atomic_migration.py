@@ -115,3 +115,38 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
     if accepted:
         assert d.exists(f"{tag}released") == 0, "the release reached the destination too"
     print(f"{len(accepted)} acquires during the migration")
+
+
+def test_the_destination_fences_stay_above_the_sources(make_server):
+    """SPEC: every fence the destination hands out for the moved keys is
+    larger than every fence the source handed out (the source's counter,
+    raised far above the destination's clock seed, travels with the slot)."""
+    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
+    kind, why = atomic_migration(nodes[0].client())
+    if kind != "redis":
+        why = why or "Valkey's migration carries each key's fence, not the source's counter"
+        print(f"skipped: {why}")
+        pytest.skip(why)
+    from test_poison import Payloads
+    src, dst = nodes[0], nodes[1]
+    r, d = src.client(), dst.client()
+    p = Payloads(r, tag_for_slot(300))
+    # A key of another slot of the source with a fence far above any clock
+    # seed: the source's counter follows it.
+    other = tag_for_slot(300) + "high"
+    assert r.restore(other, 60000, p.lock(1, 2**52)) == b"OK"
+    assert r.info("padlock")["padlock_last_fence"] == 2**52
+    slot = 400
+    tag = tag_for_slot(slot)
+    r.execute_command("LOCK.ACQUIRE", f"{tag}k", "h", 60000)
+    migrate(kind, src, dst, slot)
+
+    def moved():
+        try:  # -MOVED back to the source until ownership moves
+            return d.exists(f"{tag}k") == 1 and r.dbsize() == 1
+        except redis.ResponseError:
+            return False
+
+    assert wait_for(moved, timeout=10)
+    assert d.info("padlock")["padlock_last_fence"] >= 2**52
+    assert d.execute_command("LOCK.ACQUIRE", f"{tag}next", "h", 1000) > 2**52

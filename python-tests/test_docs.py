@@ -33,6 +33,7 @@ SYNTAX = {
     "padlock.lockset": "key holder count fence deadline-ms",
     "padlock.semset": "key holder limit permits deadline-ms",
     "padlock.rwset": "key holder reads writes fence deadline-ms",
+    "padlock.fencefloor": "fence",
 }
 
 SPEC = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "SPEC.md"

@@ -17,6 +17,7 @@ from conftest import wait_for
 from test_durability import lock_state, populate, start_pair
 
 EFFECTS = [
+    ["PADLOCK.FENCEFLOOR", 2**52],
     ["PADLOCK.LOCKSET", "acct:1", "mallory", 1, 5, 0],
     ["PADLOCK.SEMSET", "pool", "mallory", 5, 2, 9999999999999],
     ["PADLOCK.RWSET", "rw", "mallory", 0, 1, 7, 9999999999999],
@@ -71,10 +72,9 @@ def test_clients_cannot_run_effect_commands(server):
             msg = str(e.value)
             assert ("replication stream and the AOF only" in msg or "unknown command" in msg
                     or "permissions" in msg), (name, cmd, msg)
-            # Inside MULTI and Lua too.
+            # Inside Lua too.
             with pytest.raises(redis.ResponseError):
-                c.eval("return redis.call(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])",
-                       1, *[str(a) for a in cmd[:6]])
+                c.eval("return redis.call(KEYS[1], unpack(ARGV))", 1, *[str(a) for a in cmd])
     assert snapshot(r) == before, "nothing changed"
     assert r.execute_command("LOCK.RELEASE", "acct:1", "bob") == 0, "bob still held it"
 
@@ -235,3 +235,14 @@ def test_migrate_and_restore_keep_state(make_server):
     assert dict(zip(sem[::2], sem[1::2]))[b"used"] == 3
     assert rb.info("padlock")["padlock_last_fence"] >= f
     assert rb.execute_command("LOCK.ACQUIRE", "new", "h", 1000) > f
+
+
+def test_fence_floor_effect_raises_the_counter_within_its_bound(make_server):
+    s, _ = aof_server(make_server, [
+        ["PADLOCK.FENCEFLOOR", 2**52],
+        ["PADLOCK.FENCEFLOOR", 2**53],
+        ["PADLOCK.FENCEFLOOR", 5],
+    ])
+    r = s.client()
+    assert r.info("padlock")["padlock_last_fence"] == 2**52, "raised, never past 2^53, never lowered"
+    assert r.execute_command("LOCK.ACQUIRE", "k", "h", 1000) == 2**52 + 1

@@ -44,16 +44,16 @@ class Payloads:
     """DUMP payloads built field by field on a real value's module id and
     RDB version, with a valid CRC-64, so Redis hands them to padlock."""
 
-    def __init__(self, r):
-        r.execute_command("LOCK.ACQUIRE", "{p}lock", "h", 60000)
-        r.execute_command("SEM.ACQUIRE", "{p}sem", "h", 3, 60000)
-        r.execute_command("RWLOCK.ACQUIRE", "{p}rw", "h", "READ", 60000)
+    def __init__(self, r, tag="{p}"):
+        r.execute_command("LOCK.ACQUIRE", tag + "lock", "h", 60000)
+        r.execute_command("SEM.ACQUIRE", tag + "sem", "h", 3, 60000)
+        r.execute_command("RWLOCK.ACQUIRE", tag + "rw", "h", "READ", 60000)
         self.head, self.version = {}, None
         for kind in ("lock", "sem", "rw"):
-            d = r.dump("{p}" + kind)
+            d = r.dump(tag + kind)
             assert d[0] == 7 and d[1] == 0x81, "a module value with its 64-bit id"
             self.head[kind], self.version = d[:10], d[-10:-8]
-            r.delete("{p}" + kind)
+            r.delete(tag + kind)
 
     def lock(self, count, fence, holder=b"h"):
         return seal(self.head["lock"] + blob(holder) + u(count) + u(fence) + b"\x00", self.version)

@@ -7,6 +7,7 @@ use redis_module::{raw, Context, NotifyEvent, RedisString};
 use super::blocking;
 use super::config;
 use super::eviction;
+use super::fences;
 use super::guard;
 use super::info;
 use super::keep;
@@ -48,6 +49,38 @@ pub fn subscribe(ctx: &Context) {
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         on_role_changed,
     );
+    // Redis 8.4+ (elsewhere the subscriptions are refused, and nothing
+    // happens).
+    blocking::subscribe(
+        ctx,
+        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION,
+        on_slot_migration,
+    );
+    blocking::subscribe(
+        ctx,
+        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
+        on_slot_migration,
+    );
+}
+
+/// Atomic slot migration: the source sends the destination its fence
+/// counter (so every fence the destination hands out for the moved keys is
+/// above every fence the source handed out), and waiters of slots that
+/// moved away are sent after them.
+unsafe extern "C" fn on_slot_migration(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::call((), || {
+        if eid.id == raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION
+            && subevent == raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_MODULE_PROPAGATE
+        {
+            fences::propagate_floor(&Context::new(ctx));
+        }
+        waiting::slots_changed();
+    })
 }
 
 /// A replica promoted to master may have missed the last grants of the old

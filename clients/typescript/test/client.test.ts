@@ -57,10 +57,11 @@ for (const flavour of ["ioredis", "node-redis"] as const) {
       else await (client as { close(): Promise<void> }).close();
     });
 
-    test("acquire, reentry, release, fences increase past 2^53", async () => {
+    test("acquire, reentry, release, fences increase and stay below 2^53", async () => {
       const lock = new Lock(client, `k-${flavour}`, { ttl: 5000 });
       const f1 = await lock.acquire();
-      assert.ok(f1 !== null && f1 > 2n ** 53n, "fences are exact bigints");
+      assert.ok(f1 !== null && f1 > 0n && f1 < 2n ** 53n, "fences are exact bigints below 2^53");
+      assert.equal(BigInt(Number(f1)), f1, "and exact as JavaScript numbers too");
       assert.equal(await lock.acquire(), f1, "reentry keeps the fence");
       assert.equal(lock.holder.length, 32);
       assert.ok(await lock.owned());

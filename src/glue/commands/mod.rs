@@ -60,7 +60,35 @@ pub fn all() -> Vec<Command> {
         ($($t:ty),*) => { $( out.push(effect::<$t>()); )* };
     }
     with_kinds!(effects);
+    out.push(fence_floor());
     out
+}
+
+extern "C" fn fence_floor_handler(
+    ctx: *mut redis_module::raw::RedisModuleCtx,
+    argv: *mut *mut redis_module::raw::RedisModuleString,
+    argc: std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    spec::handle(ctx, argv, argc, effect::fence_floor)
+}
+
+/// The fence counter's own effect (atomic slot migration).
+fn fence_floor() -> Command {
+    Command {
+        name: c"padlock.fencefloor",
+        handler: fence_floor_handler,
+        flags: c"write admin",
+        keys: (0, 0, 0),
+        acl: "write admin dangerous",
+        internal: true,
+        doc: Doc {
+            summary:
+                "Effect (slot migration stream only): raises the fence counter to at least fence.",
+            complexity: "O(1)",
+            syntax: "fence",
+            keys: Keys::None,
+        },
+    }
 }
 
 /// What a refused acquire waits for with `BLOCK`.

@@ -25,12 +25,31 @@ pub trait Effect: Value {
 
 /// The body of every kind's effect command.
 pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    from_replication(ctx, args)?;
+    K::apply(ctx, args)?;
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// Refuses an effect that came from neither the master link, the AOF
+/// loader nor a slot migration's stream.
+fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
     let name = args.first().ok_or(Error::Arity)?;
     let flags = ctx.get_flags();
     if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
         return Err(Error::EffectOnly(name.as_slice().to_vec()));
     }
-    K::apply(ctx, args)?;
+    Ok(())
+}
+
+/// `padlock.fencefloor fence`: the fence counter is raised to at least
+/// `fence` (sent by an atomic slot migration's source with the slots).
+pub fn fence_floor(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    from_replication(ctx, args)?;
+    let [_, fence] = args else {
+        return Err(Error::Arity);
+    };
+    let f = crate::core::stored::fence_counter(num(fence, "fence")?).map_err(invalid)?;
+    crate::glue::fences::observe(f);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 

@@ -39,20 +39,6 @@ pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Want};
 pub fn init(ctx: &Context) {
     timer::init(ctx, fire);
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush_event);
-    // Redis 8.4+ (elsewhere the subscription is refused and nothing
-    // happens): when an atomic slot migration hands ownership away, or a
-    // trim ends, every waiter is looked at again: those whose slot this
-    // node no longer serves are answered as a new command would be.
-    blocking::subscribe(
-        ctx,
-        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION,
-        on_migration_event,
-    );
-    blocking::subscribe(
-        ctx,
-        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
-        on_migration_event,
-    );
 }
 
 pub fn has_waiters(ctx: &Context, name: &RedisString) -> bool {
@@ -223,14 +209,12 @@ unsafe extern "C" fn on_flush_event(
     }
 }
 
-unsafe extern "C" fn on_migration_event(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
+/// Slots moved or were trimmed (atomic slot migration): every waiter is
+/// looked at again at the next timer, and those whose slot this node no
+/// longer serves are answered as a new command would be.
+pub fn slots_changed() {
     if !state::nobody_waits() {
-        clients::guarded(timer::note_all);
+        timer::note_all();
     }
 }
 
