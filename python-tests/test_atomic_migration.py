@@ -150,3 +150,42 @@ def test_the_destination_fences_stay_above_the_sources(make_server):
     assert wait_for(moved, timeout=10)
     assert d.info("padlock")["padlock_last_fence"] >= 2**52
     assert d.execute_command("LOCK.ACQUIRE", f"{tag}next", "h", 1000) > 2**52
+
+
+def test_a_cancelled_migration_leaves_the_source_serving(make_server):
+    """A migration cancelled before ownership moves changes nothing for the
+    source's waiters: they stay queued and are granted there."""
+    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
+    kind, why = atomic_migration(nodes[0].client())
+    if kind is None:
+        print(f"skipped: {why}")
+        pytest.skip(why)
+    src, dst = nodes[0], nodes[1]
+    slot = 500
+    tag = tag_for_slot(slot)
+    r = src.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(200_000):
+        pipe.set(f"{tag}fill:{i}", "x" * 50)
+    pipe.execute()
+    k = f"{tag}k"
+    r.execute_command("LOCK.ACQUIRE", k, "alice", 60000)
+    waiter = Background(src, "LOCK.ACQUIRE", k, "bob", 60000, "BLOCK", 20000)
+    wait_blocked(r, 1)
+    migrate(kind, src, dst, slot)
+    if kind == "redis":
+        dst.client().execute_command("CLUSTER", "MIGRATION", "CANCEL", "ALL")
+    else:
+        try:
+            r.execute_command("CLUSTER", "CANCELSLOTMIGRATIONS", "ALL")
+        except redis.ResponseError:
+            r.execute_command("CLUSTER", "CANCELSLOTMIGRATIONS")
+    time.sleep(0.5)
+    owner = text(r.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))
+    if owner == "0":
+        pytest.skip("the migration finished before it could be cancelled")
+    assert not waiter.done(), "the waiter still waits on the source"
+    assert r.execute_command("LOCK.RELEASE", k, "alice") == 0
+    fence = waiter.result()
+    assert isinstance(fence, int) and fence > 0
+    assert lock_info(r, k)[b"holder"] == b"bob"

@@ -162,11 +162,33 @@ def reshard(cli, entry, src, dst):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 
 
+def move_atomically(kind, src, dst):
+    """Slot 0 from `src` to `dst` by atomic slot migration, to its end."""
+    from test_atomic_migration import migrate
+    migrate(kind, src, dst, 0)
+
+    def done():
+        counts = [int(n.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", 0)) for n in (src, dst)]
+        return counts[0] == 0 and counts[1] >= 3
+
+    assert wait_for(done, timeout=30)
+
+
 @pytest.mark.skipif(not shutil.which("redis-cli"), reason="needs redis-cli")
-def test_reshard_under_load_keeps_locks_whole(make_server):
+@pytest.mark.parametrize("path", ["migrate", "atomic"])
+def test_reshard_under_load_keeps_locks_whole(make_server, path):
     # Three masters; the hot keys live in slot 0, the lowest slot of the
-    # first node, so `reshard --cluster-slots 1` moves exactly that slot.
+    # first node, so `reshard --cluster-slots 1` moves exactly that slot
+    # (with MIGRATE), as does an atomic slot migration where the server has
+    # one (Redis 8.4+, Valkey 9+).
     nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
+    kind = None
+    if path == "atomic":
+        from test_atomic_migration import atomic_migration
+        kind, why = atomic_migration(nodes[0].client())
+        if kind is None:
+            print(f"skipped: {why}")
+            pytest.skip(why)
     tag = tag_for_slot(0)
     hot = [f"{tag}k{i}" for i in range(3)]
     startup = [ClusterNode("127.0.0.1", n.port) for n in nodes]
@@ -228,9 +250,14 @@ def test_reshard_under_load_keeps_locks_whole(make_server):
     cli = shutil.which("redis-cli")
     ids = [node_id(n) for n in nodes]
     assert wait_for(lambda: min(done) > 0, timeout=10), done
-    reshard(cli, nodes[0], ids[0], ids[1])   # slot 0 moves to the second node
-    time.sleep(0.5)
-    reshard(cli, nodes[0], ids[1], ids[2])   # and on to the third
+    if kind is None:
+        reshard(cli, nodes[0], ids[0], ids[1])   # slot 0 moves to the second node
+        time.sleep(0.5)
+        reshard(cli, nodes[0], ids[1], ids[2])   # and on to the third
+    else:
+        move_atomically(kind, nodes[0], nodes[1])
+        time.sleep(0.5)
+        move_atomically(kind, nodes[1], nodes[2])
     time.sleep(0.5)
     stop.set()
     for t in threads:
