@@ -61,6 +61,35 @@ pub fn subscribe(ctx: &Context) {
         raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
         on_slot_migration,
     );
+    // A subscriber to trimmed keys makes Redis trim a slot that moved away
+    // on the main thread, key by key, through the types' own callbacks,
+    // instead of freeing padlock's values on a background thread.
+    // SAFETY: from OnLoad; both functions exist where the flag does.
+    unsafe {
+        if let (Some(all), Some(sub)) = (
+            raw::RedisModule_GetKeyspaceNotificationFlagsAll,
+            raw::RedisModule_SubscribeToKeyspaceEvents,
+        ) {
+            if all() & raw::REDISMODULE_NOTIFY_KEY_TRIMMED != 0 {
+                sub(
+                    ctx.ctx,
+                    raw::REDISMODULE_NOTIFY_KEY_TRIMMED,
+                    Some(on_trimmed),
+                );
+            }
+        }
+    }
+}
+
+/// A key of a slot that moved away was trimmed: nothing to do beyond what
+/// its type's unlink callback noted.
+unsafe extern "C" fn on_trimmed(
+    _ctx: *mut raw::RedisModuleCtx,
+    _type: std::os::raw::c_int,
+    _event: *const std::os::raw::c_char,
+    _key: *mut raw::RedisModuleString,
+) -> std::os::raw::c_int {
+    raw::REDISMODULE_OK as std::os::raw::c_int
 }
 
 /// Atomic slot migration: the source sends the destination its fence

@@ -89,6 +89,7 @@ extern "C" fn lock_aof_rewrite(
     value: *mut c_void,
 ) {
     guard::call((), || {
+        emit_floor(aof);
         // SAFETY: as above.
         let lock = unsafe { &*(value as *const Lock) };
         // Deadline 0: Redis emits the key's PEXPIREAT right after this command.

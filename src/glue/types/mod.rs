@@ -317,6 +317,26 @@ pub(super) extern "C" fn copy_value<T: Value>(
     })
 }
 
+/// Emits `padlock.fencefloor <last>` into a rewritten AOF, before each
+/// value: an AOF without an RDB preamble then keeps the fence counter too,
+/// and Valkey's atomic slot migration (whose snapshot is such an AOF)
+/// carries the source's counter to the destination with the keys.
+pub(super) fn emit_floor(aof: *mut raw::RedisModuleIO) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(fences::last());
+    // SAFETY: the format names one buffer argument that lives until the
+    // call returns.
+    unsafe {
+        rm!(RedisModule_EmitAOF)(
+            aof,
+            c"padlock.fencefloor".as_ptr(),
+            c"b".as_ptr(),
+            digits.as_ptr() as *const c_char,
+            digits.len(),
+        );
+    }
+}
+
 /// Emits `CMD key holder n1 n2 n3 [n4]` into a rewritten AOF.
 pub(super) fn emit(
     aof: *mut raw::RedisModuleIO,

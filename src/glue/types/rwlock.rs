@@ -101,6 +101,7 @@ extern "C" fn rw_aof_rewrite(
     value: *mut c_void,
 ) {
     guard::call((), || {
+        emit_floor(aof);
         // SAFETY: as above.
         let rw = unsafe { &*(value as *const RwLock) };
         for (holder, e) in rw.holders() {

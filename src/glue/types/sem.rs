@@ -95,6 +95,7 @@ extern "C" fn sem_aof_rewrite(
     value: *mut c_void,
 ) {
     guard::call((), || {
+        emit_floor(aof);
         // SAFETY: as above.
         let sem = unsafe { &*(value as *const Semaphore) };
         for (holder, e) in sem.holders() {
