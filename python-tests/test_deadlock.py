@@ -171,3 +171,31 @@ def test_multi_key_grant_keeps_lease_handover_on_its_other_keys(r, bg):
     t_end = time.time() + r.pttl("{m}b") / 1000
     assert behind_b.result() > 0
     assert (behind_b.done_at - t_end) * 1000 < 50
+
+
+def test_declared_edges_are_bounded_and_go_with_a_flush(make_server):
+    """SPEC: LOCK.WAITFOR — edges bounded by max-wait-edges (-ERR beyond; a
+    holder replacing its own edge is not a new one), removed with their
+    key's database on FLUSHDB/FLUSHALL."""
+    srv = make_server(module_args=["max-wait-edges", "3"])
+    r, r1 = srv.client(), srv.client(db=1)
+    for i in range(4):
+        r.execute_command("LOCK.ACQUIRE", f"k{i}", "owner", 60000)
+    for i in range(3):
+        assert r.execute_command("LOCK.WAITFOR", f"k{i}", f"w{i}", 60000) == 1
+    with pytest.raises(redis.ResponseError, match="too many wait edges.*max-wait-edges"):
+        r.execute_command("LOCK.WAITFOR", "k3", "w3", 60000)
+    assert r.execute_command("LOCK.WAITFOR", "k3", "w0", 60000) == 1, "w0 replaces its edge"
+    assert r.info("padlock")["padlock_wait_edges"] == 3
+    r.execute_command("FLUSHDB")
+    assert r.info("padlock")["padlock_wait_edges"] == 0, "db 0's edges went with it"
+    r1.execute_command("LOCK.ACQUIRE", "other", "owner", 60000)
+    assert r1.execute_command("LOCK.WAITFOR", "other", "w9", 60000) == 1
+    r.execute_command("LOCK.ACQUIRE", "k", "owner", 60000)
+    assert r.execute_command("LOCK.WAITFOR", "k", "w1", 60000) == 1
+    r.execute_command("FLUSHDB")
+    assert r.info("padlock")["padlock_wait_edges"] == 1, "db 1's edge stays"
+    assert r1.execute_command("LOCK.GRAPH")[0][:2] == [b"w9", b"other"]
+    r.execute_command("FLUSHALL")
+    assert r.info("padlock")["padlock_wait_edges"] == 0
+    assert r1.execute_command("LOCK.GRAPH") == []

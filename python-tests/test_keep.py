@@ -225,3 +225,37 @@ def test_renewal_cost_and_memory_per_binding(server, record_property):
     assert 8000 < rate < 12000, rate
     assert r.dbsize() == n, "every lease still held"
     assert 0 < per_binding < 1000
+
+
+def test_a_ttl_too_short_to_keep_is_refused(make_server):
+    """SPEC: a KEEP ttl below 3 x keep-min-interval-ms is refused with -ERR,
+    never silently lost."""
+    r = make_server(module_args=["keep-min-interval-ms", "200"]).client()
+    for cmd in (["LOCK.ACQUIRE", "k", "h", 599, "KEEP"], ["SEM.ACQUIRE", "s", "h", 3, 100, "KEEP"],
+                ["RWLOCK.ACQUIRE", "rw", "h", "READ", 3, "KEEP"]):
+        with pytest.raises(redis.ResponseError, match="at least 600"):
+            r.execute_command(*cmd)
+    assert r.dbsize() == 0, "nothing was taken"
+    assert r.execute_command("LOCK.ACQUIRE", "k", "h", 599) > 0, "without KEEP any ttl goes"
+    assert r.execute_command("LOCK.EXTEND", "k", "h", 600, "KEEP") == 1
+    r.config_set("padlock.keep-min-interval-ms", 100)
+    assert r.execute_command("LOCK.ACQUIRE", "k2", "h", 300, "KEEP") > 0
+
+
+def test_keep_max_idle_ends_a_silent_binding(make_server):
+    """SPEC: with keep-max-idle-ms, a bound lease whose connection sent
+    nothing for that long is no longer kept and runs out ttl-ms later (a
+    half-open connection after a network cut looks exactly like this)."""
+    srv = make_server(module_args=["keep-max-idle-ms", "1000"])
+    r = srv.client()
+    silent = srv.client()
+    chatty = srv.client()
+    silent.execute_command("LOCK.ACQUIRE", "quiet", "me", 600, "KEEP")
+    chatty.execute_command("LOCK.ACQUIRE", "busy", "me", 600, "KEEP")
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        chatty.ping()  # this connection keeps talking
+        time.sleep(0.2)
+    assert r.exists("quiet") == 0, "the silent connection's lease ran out"
+    assert r.exists("busy") == 1, "the talking one is still kept"
+    assert r.info("padlock")["padlock_keep_lost"] >= 1

@@ -14,7 +14,8 @@ use redis_module::redis_module;
 
 use core::settings as s;
 use glue::config::{
-    EVICTION, MAX_HOLDER_LEN, MAX_TTL_MS, MAX_WAITERS, MAX_WAITERS_PER_KEY, RESTART_GRACE,
+    EVICTION, KEEP_MAX_IDLE_MS, KEEP_MIN_INTERVAL_MS, MAX_HOLDER_LEN, MAX_TTL_MS, MAX_WAITERS,
+    MAX_WAITERS_PER_KEY, MAX_WAIT_EDGES, RESTART_GRACE,
 };
 
 // Data types and commands are registered in `init`: the types from the one
@@ -37,6 +38,9 @@ redis_module! {
             [s::MAX_HOLDER_LEN_SETTING.name, &MAX_HOLDER_LEN, s::MAX_HOLDER_LEN_SETTING.default, s::MAX_HOLDER_LEN_SETTING.min, s::MAX_HOLDER_LEN_SETTING.max, ConfigurationFlags::DEFAULT, None],
             [s::MAX_WAITERS_PER_KEY.name, &MAX_WAITERS_PER_KEY, s::MAX_WAITERS_PER_KEY.default, s::MAX_WAITERS_PER_KEY.min, s::MAX_WAITERS_PER_KEY.max, ConfigurationFlags::DEFAULT, None],
             [s::MAX_WAITERS.name, &MAX_WAITERS, s::MAX_WAITERS.default, s::MAX_WAITERS.min, s::MAX_WAITERS.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_WAIT_EDGES.name, &MAX_WAIT_EDGES, s::MAX_WAIT_EDGES.default, s::MAX_WAIT_EDGES.min, s::MAX_WAIT_EDGES.max, ConfigurationFlags::DEFAULT, None],
+            [s::KEEP_MAX_IDLE_MS.name, &KEEP_MAX_IDLE_MS, s::KEEP_MAX_IDLE_MS.default, s::KEEP_MAX_IDLE_MS.min, s::KEEP_MAX_IDLE_MS.max, ConfigurationFlags::DEFAULT, None],
+            [s::KEEP_MIN_INTERVAL_MS.name, &KEEP_MIN_INTERVAL_MS, s::KEEP_MIN_INTERVAL_MS.default, s::KEEP_MIN_INTERVAL_MS.min, s::KEEP_MIN_INTERVAL_MS.max, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             [s::RESTART_GRACE_MS, &RESTART_GRACE, s::RESTART_GRACE_DEFAULT, ConfigurationFlags::DEFAULT, None],

@@ -44,6 +44,10 @@ pub enum Error {
     Deadlock(Vec<Vec<u8>>),
     /// The restart grace is still running.
     TryAgain,
+    /// Declared wait edges at `max-wait-edges`.
+    TooManyEdges { limit: i64 },
+    /// A `KEEP` ttl too short to keep (below 3 × `keep-min-interval-ms`).
+    KeepTooShort { min: i64 },
     /// Too many clients wait: on this key (`Some(key)`), or on the server.
     TooManyWaiters { key: Option<Vec<u8>>, limit: i64 },
 }
@@ -105,6 +109,12 @@ impl Error {
             ),
             Error::TooManyWaiters { key: None, limit } => format!(
                 "ERR too many waiters: {limit} clients already wait on this server (padlock.max-waiters)"
+            ),
+            Error::TooManyEdges { limit } => format!(
+                "ERR too many wait edges: {limit} already declared (padlock.max-wait-edges)"
+            ),
+            Error::KeepTooShort { min } => format!(
+                "ERR ttl-ms with KEEP must be at least {min} (3 x padlock.keep-min-interval-ms)"
             ),
             Error::TryAgain => {
                 "TRYAGAIN restart grace is running, a holder from before the restart or failover may still be working"

@@ -44,11 +44,38 @@ pub const MAX_WAITERS: Int = Int {
     max: 100_000_000,
 };
 
-pub const INTS: [Int; 4] = [
+/// Edges declared with `LOCK.WAITFOR` at most.
+pub const MAX_WAIT_EDGES: Int = Int {
+    name: "max-wait-edges",
+    default: 100_000,
+    min: 1,
+    max: 100_000_000,
+};
+/// A `KEEP` lease whose connection sent nothing for this long is no longer
+/// kept (0 = off).
+pub const KEEP_MAX_IDLE_MS: Int = Int {
+    name: "keep-max-idle-ms",
+    default: 0,
+    min: 0,
+    max: 1 << 40,
+};
+/// The most often a bound lease costs a write; a `KEEP` ttl below three
+/// times this is refused.
+pub const KEEP_MIN_INTERVAL_MS: Int = Int {
+    name: "keep-min-interval-ms",
+    default: 100,
+    min: 1,
+    max: 60_000,
+};
+
+pub const INTS: [Int; 7] = [
     MAX_TTL_MS,
     MAX_HOLDER_LEN_SETTING,
     MAX_WAITERS_PER_KEY,
     MAX_WAITERS,
+    MAX_WAIT_EDGES,
+    KEEP_MAX_IDLE_MS,
+    KEEP_MIN_INTERVAL_MS,
 ];
 
 /// `restart-grace-ms`: a number of ms or `auto`.
@@ -159,6 +186,7 @@ mod tests {
         assert!(check("").is_ok());
         assert!(check("max-ttl-ms 5000 restart-grace-ms auto eviction refuse").is_ok());
         assert!(check("max-holder-len 65536 max-waiters 1").is_ok());
+        assert!(check("max-wait-edges 10 keep-max-idle-ms 0 keep-min-interval-ms 50").is_ok());
     }
 
     #[test]

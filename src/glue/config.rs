@@ -15,6 +15,9 @@ pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(s::MAX_TTL_MS.default);
 pub static MAX_HOLDER_LEN: AtomicI64 = AtomicI64::new(s::MAX_HOLDER_LEN_SETTING.default);
 pub static MAX_WAITERS_PER_KEY: AtomicI64 = AtomicI64::new(s::MAX_WAITERS_PER_KEY.default);
 pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(s::MAX_WAITERS.default);
+pub static MAX_WAIT_EDGES: AtomicI64 = AtomicI64::new(s::MAX_WAIT_EDGES.default);
+pub static KEEP_MAX_IDLE_MS: AtomicI64 = AtomicI64::new(s::KEEP_MAX_IDLE_MS.default);
+pub static KEEP_MIN_INTERVAL_MS: AtomicI64 = AtomicI64::new(s::KEEP_MIN_INTERVAL_MS.default);
 
 pub fn limits() -> Limits {
     Limits {

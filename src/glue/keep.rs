@@ -7,10 +7,12 @@
 
 use std::cell::RefCell;
 use std::os::raw::c_void;
+use std::sync::atomic::Ordering;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
 
 use super::blocking;
+use super::config;
 use super::info::{self, bump};
 use super::server::now_ms;
 use crate::core::error::Error;
@@ -63,8 +65,10 @@ pub fn init(ctx: &Context) {
 }
 
 /// The connection a `KEEP` binds to; None without `KEEP`. A script has no
-/// connection of its own that could close, so `KEEP` is refused there.
-pub fn client(ctx: &Context, keep: bool) -> Result<Option<u64>, Error> {
+/// connection of its own that could close, so `KEEP` is refused there; so
+/// is a ttl too short to keep at one write per `keep-min-interval-ms` (a
+/// lease is renewed every ttl/3), rather than lost.
+pub fn client(ctx: &Context, keep: bool, ttl_ms: i64) -> Result<Option<u64>, Error> {
     if !keep {
         return Ok(None);
     }
@@ -74,6 +78,10 @@ pub fn client(ctx: &Context, keep: bool) -> Result<Option<u64>, Error> {
         return Err(Error::Invalid(
             "KEEP needs a client connection, not a script",
         ));
+    }
+    let min = 3 * config::KEEP_MIN_INTERVAL_MS.load(Ordering::Relaxed);
+    if ttl_ms < min {
+        return Err(Error::KeepTooShort { min });
     }
     Ok(Some(id))
 }
@@ -167,12 +175,21 @@ fn renew_due(ctx: &Context) {
         });
     } else {
         for id in due {
-            let Some((lease, ttl, how)) = BOUND.with(|b| {
+            let Some((lease, ttl, how, client)) = BOUND.with(|b| {
                 let b = b.borrow();
-                b.get(id).map(|(l, x)| (l.clone(), x.ttl_ms, x.payload))
+                b.get(id)
+                    .map(|(l, x)| (l.clone(), x.ttl_ms, x.payload, x.client))
             }) else {
                 continue;
             };
+            let max_idle = config::KEEP_MAX_IDLE_MS.load(Ordering::Relaxed);
+            if max_idle > 0 && idle_ms(ctx, client) >= max_idle {
+                // A connection silent that long may be half-open (a network
+                // cut): its lease is left to run out.
+                bump(&info::KEEP_LOST);
+                BOUND.with(|b| b.borrow_mut().remove(id));
+                continue;
+            }
             let done = blocking::in_db(ctx, lease.db, || {
                 let name = RedisString::create_from_slice(ctx.ctx, &lease.key);
                 (how.renew)(ctx, &name, &lease.holder, ttl, how.fence, now)
@@ -194,6 +211,24 @@ fn renew_due(ctx: &Context) {
     if let Some(at) = BOUND.with(|b| b.borrow().next_due()) {
         arm(at.max(now));
     }
+}
+
+/// How long `client` has surely sent nothing: `CLIENT LIST`'s `idle` is in
+/// whole seconds of the server's second clock, so a connection that talked
+/// a millisecond ago can show 1; one second less is a lower bound. 0 when
+/// unknown.
+fn idle_ms(ctx: &Context, client: u64) -> i64 {
+    let id = client.to_string();
+    let line = match ctx.call("CLIENT", &["LIST", "ID", id.as_str()][..]) {
+        Ok(redis_module::RedisValue::SimpleString(s)) => s,
+        Ok(redis_module::RedisValue::BulkString(s)) => s,
+        Ok(redis_module::RedisValue::StringBuffer(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => return 0,
+    };
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("idle="))
+        .and_then(|v| v.parse::<i64>().ok())
+        .map_or(0, |s| (s - 1).max(0).saturating_mul(1000))
 }
 
 unsafe extern "C" fn on_client_change(

@@ -12,7 +12,8 @@ mod cycle;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::Hash;
 
 pub use cycle::{find_cycle, Found, Held};
@@ -65,12 +66,20 @@ pub enum Node<K> {
 #[derive(Debug)]
 pub struct WaitGraph<K> {
     edges: HashMap<Vec<u8>, Vec<Edge<K>>>,
+    /// Declared edges (`LOCK.WAITFOR`), counted for `max-wait-edges`.
+    declared: usize,
+    /// When each declared edge runs out (a replaced edge leaves a stale
+    /// entry, skipped when it comes up): pruning costs what ran out, not
+    /// what exists.
+    expiry: BinaryHeap<Reverse<(i64, Vec<u8>)>>,
 }
 
 impl<K> Default for WaitGraph<K> {
     fn default() -> Self {
         WaitGraph {
             edges: HashMap::new(),
+            declared: 0,
+            expiry: BinaryHeap::new(),
         }
     }
 }
@@ -86,11 +95,30 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
 
     fn remove_where(&mut self, holder: &[u8], pred: impl Fn(&Edge<K>) -> bool) {
         if let Some(list) = self.edges.get_mut(holder) {
-            list.retain(|e| !pred(e));
+            let declared = &mut self.declared;
+            list.retain(|e| {
+                let gone = pred(e);
+                if gone && e.source == Source::Declared {
+                    *declared -= 1;
+                }
+                !gone
+            });
             if list.is_empty() {
                 self.edges.remove(holder);
             }
         }
+    }
+
+    /// Declared edges alive or not yet pruned.
+    pub fn declared(&self) -> usize {
+        self.declared
+    }
+
+    /// Whether `holder` has a declared edge (a new one replaces it).
+    pub fn has_declared(&self, holder: &[u8]) -> bool {
+        self.edges
+            .get(holder)
+            .is_some_and(|l| l.iter().any(|e| e.source == Source::Declared))
     }
 
     /// `LOCK.WAITFOR`: replaces the holder's declared edge.
@@ -104,6 +132,34 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
                 expires_at: Some(expires_at),
             },
         );
+        self.declared += 1;
+        self.expiry.push(Reverse((expires_at, holder.to_vec())));
+        if self.expiry.len() > 2 * self.declared + 1024 {
+            self.rebuild_expiry();
+        }
+    }
+
+    /// Drops the stale entries of replaced or removed edges.
+    fn rebuild_expiry(&mut self) {
+        self.expiry = self
+            .edges
+            .iter()
+            .flat_map(|(h, l)| {
+                l.iter()
+                    .filter(|e| e.source == Source::Declared)
+                    .filter_map(move |e| e.expires_at.map(|t| Reverse((t, h.clone()))))
+            })
+            .collect();
+    }
+
+    /// Removes the declared edges whose key `keep` refuses (a flushed
+    /// database).
+    pub fn retain_declared(&mut self, keep: impl Fn(&K) -> bool) {
+        let holders: Vec<Vec<u8>> = self.edges.keys().cloned().collect();
+        for h in holders {
+            self.remove_where(&h, |e| e.source == Source::Declared && !keep(&e.key));
+        }
+        self.rebuild_expiry();
     }
 
     pub fn add_blocked(&mut self, holder: &[u8], key: K, waiter: u64, expires_at: Option<i64>) {
@@ -126,12 +182,20 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
         self.remove_where(holder, |e| e.source == Source::Declared && &e.key == key);
     }
 
-    /// Drops edges whose time ran out.
+    /// Drops declared edges whose time ran out, at the cost of those alone
+    /// (a blocked client's edge goes with the client, at its timeout).
     pub fn prune(&mut self, now_ms: i64) {
-        self.edges.retain(|_, list| {
-            list.retain(|e| e.live(now_ms));
-            !list.is_empty()
-        });
+        while let Some(Reverse((t, _))) = self.expiry.peek() {
+            if *t > now_ms {
+                break;
+            }
+            let Some(Reverse((t, h))) = self.expiry.pop() else {
+                break;
+            };
+            self.remove_where(&h, |e| {
+                e.source == Source::Declared && e.expires_at == Some(t)
+            });
+        }
     }
 
     pub fn len(&self, now_ms: i64) -> usize {

@@ -270,3 +270,40 @@ fn several_keys_and_a_budget() {
         Found::Clear
     );
 }
+
+#[test]
+fn declared_edges_are_counted_pruned_by_time_and_flushed() {
+    let mut g: WaitGraph<(i32, &str)> = WaitGraph::default();
+    g.declare(b"a", (0, "k1"), 100);
+    g.declare(b"a", (0, "k2"), 200); // replaces a's edge
+    g.declare(b"b", (1, "k1"), 300);
+    g.add_blocked(b"c", (0, "k3"), 7, Some(50));
+    assert_eq!(g.declared(), 2);
+    assert!(g.has_declared(b"a") && !g.has_declared(b"c"));
+    g.prune(150); // a's first edge was replaced: its stale expiry is skipped
+    assert_eq!(g.declared(), 2);
+    g.prune(250);
+    assert_eq!(g.declared(), 1, "a's edge ran out");
+    assert!(!g.has_declared(b"a"));
+    g.retain_declared(|k| k.0 != 1);
+    assert_eq!(g.declared(), 0, "db 1 was flushed");
+    assert_eq!(
+        g.len(0),
+        1,
+        "the blocked edge stays until its client leaves"
+    );
+    g.remove_blocked(b"c", 7);
+    assert!(g.is_empty());
+}
+
+#[test]
+fn many_redeclarations_keep_the_expiry_heap_bounded() {
+    let mut g: WaitGraph<u32> = WaitGraph::default();
+    for i in 0..10_000 {
+        g.declare(b"h", i, 1_000_000 + i64::from(i));
+    }
+    assert_eq!(g.declared(), 1);
+    g.prune(2_000_000);
+    assert_eq!(g.declared(), 0);
+    assert!(g.is_empty());
+}

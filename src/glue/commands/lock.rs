@@ -49,7 +49,7 @@ commands! {
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     let attempt = match kind::open_to(ctx, req.key, req.holder)? {
         true => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()),
@@ -76,7 +76,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     let count = kind::reenter(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
     kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms);
@@ -91,7 +91,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
     kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(1))
@@ -121,7 +121,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         return Ok(RedisValue::NoReply);
     }
     let req = args::lock_macquire(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     let mut open = true;
     for k in req.keys {

@@ -34,7 +34,7 @@ commands! {
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::rw_acquire(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     // With requests queued a newcomer goes behind them; a holder adding a
     // read hold, the writer reentering and an upgrade do not.
@@ -82,7 +82,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
     kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(1))

@@ -34,7 +34,7 @@ commands! {
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
     let attempt = if waiting::has_waiters(ctx, req.key) {
@@ -70,7 +70,7 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_extend(&args[1..], &limits())?;
-    let client = keep::client(ctx, req.keep)?;
+    let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, req.permits, now_ms())?;
     kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
     Ok(RedisValue::Integer(1))

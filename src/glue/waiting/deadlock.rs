@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::super::blocking;
+use super::super::config;
 use super::super::info;
 use super::super::key::Key;
 use super::super::server::now_ms;
@@ -210,6 +211,10 @@ pub fn waitfor(
     if nothing {
         state::with(|s| s.graph.acquired(holder, &key));
         return Ok(RedisValue::Integer(0));
+    }
+    let limit = config::MAX_WAIT_EDGES.load(std::sync::atomic::Ordering::Relaxed);
+    if state::with(|s| s.graph.declared() as i64 >= limit && !s.graph.has_declared(holder)) {
+        return Err(Error::TooManyEdges { limit });
     }
     check(
         ctx,

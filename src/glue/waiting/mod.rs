@@ -201,12 +201,24 @@ unsafe extern "C" fn on_flush_event(
     _ctx: *mut raw::RedisModuleCtx,
     _eid: raw::RedisModuleEvent,
     subevent: u64,
-    _data: *mut c_void,
+    data: *mut c_void,
 ) {
-    // FLUSHDB / FLUSHALL free every lock without per-key callbacks.
-    if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END && !state::nobody_waits() {
-        clients::guarded(timer::note_all);
+    // FLUSHDB / FLUSHALL free every lock without per-key callbacks: its
+    // waiters are served at the next timer, and the waits declared on its
+    // keys end now.
+    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        return;
     }
+    // SAFETY: for this event Redis passes a live RedisModuleFlushInfo.
+    let db = unsafe { (data as *const raw::RedisModuleFlushInfo).as_ref() }.map_or(-1, |f| f.dbnum);
+    clients::guarded(|| {
+        if !state::no_edges() {
+            state::try_with(|s| s.graph.retain_declared(|k| db != -1 && k.db != db));
+        }
+        if !state::nobody_waits() {
+            timer::note_all();
+        }
+    });
 }
 
 /// Slots moved or were trimmed (atomic slot migration): every waiter is

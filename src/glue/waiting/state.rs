@@ -164,6 +164,17 @@ pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     })
 }
 
+/// `with`, unless the state is busy (a callback that came while it is
+/// borrowed): then nothing is done.
+pub fn try_with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    STATE.with(|s| {
+        let mut s = s.try_borrow_mut().ok()?;
+        let r = f(&mut s);
+        crate::glue::pending::set_watching(!s.waiters.is_empty());
+        Some(r)
+    })
+}
+
 /// True when no client waits; safe to ask from any callback. While the
 /// state is busy the answer is false: callers skip serving waiters on true,
 /// so a doubt must never be answered with it.
