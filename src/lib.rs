@@ -24,7 +24,9 @@ use glue::config::{
 // them.
 redis_module! {
     name: "padlock",
-    version: 1,
+    // 1.0.0, as Redis modules write versions (major * 10000 + minor * 100
+    // + patch): the crates, COMMAND DOCS' `since` and the clients agree.
+    version: 10000,
     allocator: (glue::alloc::PadlockAlloc, glue::alloc::PadlockAlloc),
     data_types: [],
     init: glue_init,
