@@ -28,6 +28,16 @@ def atomic_migration(r):
     return "redis", ""
 
 
+def migration_cluster(make_server):
+    """(kind, three masters), or the test skips with the reason printed."""
+    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
+    kind, why = atomic_migration(nodes[0].client())
+    if kind is None:
+        print(f"skipped: {why}")
+        pytest.skip(why)
+    return kind, nodes
+
+
 def migrate(kind, src, dst, slot):
     if kind == "redis":
         dst.client().execute_command("CLUSTER", "MIGRATION", "IMPORT", slot, slot)
@@ -42,11 +52,7 @@ def lock_info(c, key):
 
 
 def test_atomic_migration_moves_state_and_redirects_waiters(make_server):
-    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
-    kind, why = atomic_migration(nodes[0].client())
-    if kind is None:
-        print(f"skipped: {why}")
-        pytest.skip(why)
+    kind, nodes = migration_cluster(make_server)
     src, dst = nodes[0], nodes[1]
     slot = 100
     tag = tag_for_slot(slot)
@@ -81,11 +87,7 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
     """Acquires and releases on the source while the slot's snapshot is
     still being sent go to the destination through the migration's own
     stream (the effect commands, `internal` on Redis 8, applied there)."""
-    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
-    kind, why = atomic_migration(nodes[0].client())
-    if kind is None:
-        print(f"skipped: {why}")
-        pytest.skip(why)
+    kind, nodes = migration_cluster(make_server)
     src, dst = nodes[0], nodes[1]
     slot = 200
     tag = tag_for_slot(slot)
@@ -121,11 +123,7 @@ def test_the_destination_fences_stay_above_the_sources(make_server):
     """SPEC: every fence the destination hands out for the moved keys is
     larger than every fence the source handed out (the source's counter,
     raised far above the destination's clock seed, travels with the slot)."""
-    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
-    kind, why = atomic_migration(nodes[0].client())
-    if kind is None:
-        print(f"skipped: {why}")
-        pytest.skip(why)
+    kind, nodes = migration_cluster(make_server)
     from test_poison import Payloads
     src, dst = nodes[0], nodes[1]
     r, d = src.client(), dst.client()
@@ -154,11 +152,7 @@ def test_the_destination_fences_stay_above_the_sources(make_server):
 def test_a_cancelled_migration_leaves_the_source_serving(make_server):
     """A migration cancelled before ownership moves changes nothing for the
     source's waiters: they stay queued and are granted there."""
-    nodes = make_cluster(make_server, [(0, 5460), (5461, 10922), (10923, 16383)])
-    kind, why = atomic_migration(nodes[0].client())
-    if kind is None:
-        print(f"skipped: {why}")
-        pytest.skip(why)
+    kind, nodes = migration_cluster(make_server)
     src, dst = nodes[0], nodes[1]
     slot = 500
     tag = tag_for_slot(slot)
