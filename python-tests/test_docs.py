@@ -22,6 +22,7 @@ SYNTAX = {
     "lock.mrelease": "numkeys key [key ...] holder",
     "lock.waitfor": "key holder ttl-ms",
     "lock.graph": "[COUNT n]",
+    "lock.top": "[COUNT n]",
     "sem.acquire": "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]",
     "sem.release": "key holder [PERMITS n]",
     "sem.extend": "key holder ttl-ms [PERMITS n] [KEEP]",

@@ -117,14 +117,14 @@ def test_info_resp3_is_a_map(r3):
     r3.execute_command("LOCK.ACQUIRE", "k", "h1", 5000)
     raw = r3.execute_command("LOCK.INFO", "k")
     assert isinstance(raw, dict)
-    assert set(raw) == {b"holder", b"count", b"fence", b"ttl", b"waiters", b"keep"}
+    assert set(raw) == {b"holder", b"count", b"fence", b"ttl", b"waiters", b"keep", b"queue"}
     assert r3.execute_command("LOCK.INFO", "missing") is None
 
 
 def test_info_resp2_is_flat(r):
     r.execute_command("LOCK.ACQUIRE", "k", "h1", 5000)
     raw = r.execute_command("LOCK.INFO", "k")
-    assert isinstance(raw, list) and len(raw) == 12
+    assert isinstance(raw, list) and len(raw) == 14
 
 
 def test_key_behaves_like_a_redis_key(r):

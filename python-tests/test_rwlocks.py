@@ -414,7 +414,7 @@ def test_counters_and_events(server):
 def test_info_resp3(r3):
     acq(r3, "k", "a", "READ")
     raw = r3.execute_command("RWLOCK.INFO", "k")
-    assert isinstance(raw, dict) and set(raw) == {b"mode", b"holders", b"waiters", b"keep"}
+    assert isinstance(raw, dict) and set(raw) == {b"mode", b"holders", b"waiters", b"keep", b"queue"}
     assert r3.execute_command("RWLOCK.INFO", "nokey") is None
 
 

@@ -104,7 +104,7 @@ def test_info_absent_and_resp3(r3):
     r3.execute_command("SEM.ACQUIRE", "s", "a", 5, 5000)
     raw = r3.execute_command("SEM.INFO", "s")
     assert isinstance(raw, dict) and isinstance(raw[b"holders"], dict)
-    assert set(raw) == {b"limit", b"used", b"available", b"holders", b"waiters", b"keep"}
+    assert set(raw) == {b"limit", b"used", b"available", b"holders", b"waiters", b"keep", b"queue"}
 
 
 def test_holders_expire_one_by_one(r):

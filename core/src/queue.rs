@@ -60,7 +60,6 @@ impl<K: Hash + Eq + Clone, T> Queues<K, T> {
     }
 
     /// The waiters on `key`, first in line first.
-    #[cfg(test)]
     pub fn queue(&self, key: &K) -> impl Iterator<Item = WaiterId> + '_ {
         self.by_key.get(key).into_iter().flatten().copied()
     }

@@ -65,6 +65,18 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
         self.queues.ahead(key, before)
     }
 
+    /// The waiters on `key` in serving order.
+    pub fn queue(&self, key: &K) -> impl Iterator<Item = (WaiterId, &Entry<W>)> + '_ {
+        self.queues
+            .queue(key)
+            .filter_map(move |id| self.queues.get(id).map(|(_, e)| (id, e)))
+    }
+
+    /// Every key with waiters, with how many wait there.
+    pub fn keys(&self) -> impl Iterator<Item = (&K, usize)> + '_ {
+        self.queues.keys().map(move |k| (k, self.queues.len(k)))
+    }
+
     /// Takes a waiter out of every index.
     pub fn take(&mut self, id: WaiterId) -> Option<(Vec<K>, Entry<W>)> {
         let (keys, e) = self.queues.remove(id)?;

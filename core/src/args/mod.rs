@@ -258,10 +258,23 @@ pub fn lock_mrelease<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Multi
 /// Edges `LOCK.GRAPH` shows without `COUNT`.
 pub const GRAPH_COUNT: usize = 10_000;
 
+/// Keys `LOCK.TOP` shows without `COUNT`.
+pub const TOP_COUNT: usize = 10;
+
 /// `LOCK.GRAPH [COUNT n]`: the most edges to show.
 pub fn graph<A: Arg>(args: &[A]) -> Result<usize, Error> {
+    count(args, GRAPH_COUNT)
+}
+
+/// `LOCK.TOP [COUNT n]`: the most keys to show.
+pub fn top<A: Arg>(args: &[A]) -> Result<usize, Error> {
+    count(args, TOP_COUNT)
+}
+
+/// `[COUNT n]`, `default` without it.
+fn count<A: Arg>(args: &[A], default: usize) -> Result<usize, Error> {
     match args {
-        [] => Ok(GRAPH_COUNT),
+        [] => Ok(default),
         [name, n] if name.bytes().eq_ignore_ascii_case(b"COUNT") => {
             Ok(ranged(n, "COUNT", 1, i32::MAX as i64)? as usize)
         }

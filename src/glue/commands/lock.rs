@@ -45,6 +45,9 @@ commands! {
     c"lock.graph" => graph, c"readonly", (0, 0, 0), "read",
         "Shows the wait-for graph: waiter, key, holders, ms left per edge, for keys the caller may read.",
         "O(E) where E is the number of wait edges", "[COUNT n]", Keys::None;
+    c"lock.top" => top, c"readonly", (0, 0, 0), "read",
+        "Lists the keys with the most waiters now (key, kind, waiters, oldest wait, holders), for keys the caller may read.",
+        "O(K log K) where K is the number of keys with waiters", "[COUNT n]", Keys::None;
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -112,6 +115,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("fence", RedisValue::Integer(l.fence as i64)),
         ("ttl", RedisValue::Integer(ttl)),
         ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+        ("queue", waiting::queue(ctx, name)),
         ("keep", RedisValue::Integer(keep_flag)),
     ]))
 }
@@ -176,6 +180,11 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
 pub fn waitfor(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder_ttl(&args[1..], &limits())?;
     waiting::waitfor(ctx, req.holder, req.key, req.ttl_ms)
+}
+
+pub fn top(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let count = args::top(&args[1..])?;
+    Ok(waiting::top(ctx, count))
 }
 
 pub fn graph(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {

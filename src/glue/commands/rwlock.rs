@@ -122,6 +122,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("mode", RedisValue::SimpleStringStatic(mode)),
         ("holders", RedisValue::OrderedMap(holders)),
         ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+        ("queue", waiting::queue(ctx, name)),
         ("keep", RedisValue::Integer(bound)),
     ]))
 }

@@ -111,6 +111,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("available", RedisValue::Integer(view.available as i64)),
         ("holders", RedisValue::OrderedMap(holders)),
         ("waiters", RedisValue::Integer(waiting::waiters(ctx, name))),
+        ("queue", waiting::queue(ctx, name)),
         ("keep", RedisValue::Integer(bound as i64)),
     ]))
 }

@@ -353,6 +353,10 @@ impl TakeBack for Fences {
 }
 
 impl Want for Locks {
+    fn kind(&self) -> &'static str {
+        Lock::INFO.short
+    }
+
     fn try_grant(
         &self,
         ctx: &Context,

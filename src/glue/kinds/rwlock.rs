@@ -226,6 +226,20 @@ impl TakeBack for Given {
 }
 
 impl Want for Hold {
+    fn kind(&self) -> &'static str {
+        RwLock::INFO.short
+    }
+
+    fn detail(&self) -> Option<redis_module::RedisValue> {
+        Some(redis_module::RedisValue::BulkString(
+            match self.mode {
+                Mode::Read => "read",
+                Mode::Write => "write",
+            }
+            .to_string(),
+        ))
+    }
+
     fn try_grant(
         &self,
         ctx: &Context,

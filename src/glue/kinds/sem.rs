@@ -195,6 +195,14 @@ impl TakeBack for GivenPermits {
 }
 
 impl Want for Permits {
+    fn kind(&self) -> &'static str {
+        Semaphore::INFO.short
+    }
+
+    fn detail(&self) -> Option<redis_module::RedisValue> {
+        Some(redis_module::RedisValue::Integer(self.permits as i64))
+    }
+
     fn try_grant(
         &self,
         ctx: &Context,

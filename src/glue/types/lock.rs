@@ -39,6 +39,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
 
 pub static LOCK_INFO: KindInfo = KindInfo {
     name: "lock",
+    short: "lock",
     gauge: "locks",
     values: AtomicI64::new(0),
     prefix: "",

@@ -88,6 +88,8 @@ impl Counters {
 pub struct KindInfo {
     /// For log lines: "lock", "semaphore", "read-write lock".
     pub name: &'static str,
+    /// As `LOCK.TOP` names it: "lock", "sem", "rwlock".
+    pub short: &'static str,
     /// `INFO padlock` gauge of values in memory: `locks`, ...
     pub gauge: &'static str,
     pub values: AtomicI64,

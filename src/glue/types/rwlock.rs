@@ -39,6 +39,7 @@ pub static RWLOCK_TYPE: RedisType = RedisType::new(
 
 pub static RWLOCK_INFO: KindInfo = KindInfo {
     name: "read-write lock",
+    short: "rwlock",
     gauge: "rwlocks",
     values: AtomicI64::new(0),
     prefix: "rw_",

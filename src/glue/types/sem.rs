@@ -38,6 +38,7 @@ pub static SEM_TYPE: RedisType = RedisType::new(
 
 pub static SEM_INFO: KindInfo = KindInfo {
     name: "semaphore",
+    short: "sem",
     gauge: "semaphores",
     values: AtomicI64::new(0),
     prefix: "sem_",

@@ -258,3 +258,35 @@ pub fn graph(ctx: &Context, count: usize) -> RedisValue {
             .collect(),
     )
 }
+
+/// `LOCK.TOP`: `[key, kind, waiters, oldest-wait-ms, holders]` for the
+/// `count` keys with the most waiters (longest wait first among equals),
+/// only keys the caller may read. O(K log K), K the keys with waiters.
+pub fn top(ctx: &Context, count: usize) -> RedisValue {
+    let now = now_ms();
+    let reader = Reader::of(ctx);
+    let mut hot: Vec<super::Hot> = super::hot_keys()
+        .into_iter()
+        .filter(|h| reader.may_read(&h.key.name))
+        .collect();
+    hot.sort_by(|a, b| {
+        b.waiters
+            .cmp(&a.waiters)
+            .then(a.oldest_since.cmp(&b.oldest_since))
+    });
+    hot.truncate(count);
+    RedisValue::Array(
+        hot.into_iter()
+            .map(|h| {
+                let holders = held_at(ctx, &h.key, now).holders().count();
+                RedisValue::Array(vec![
+                    RedisValue::StringBuffer(h.key.name),
+                    RedisValue::BulkString(h.kind.to_string()),
+                    RedisValue::Integer(h.waiters as i64),
+                    RedisValue::Integer((now - h.oldest_since).max(0)),
+                    RedisValue::Integer(holders as i64),
+                ])
+            })
+            .collect(),
+    )
+}

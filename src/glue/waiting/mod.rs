@@ -59,6 +59,74 @@ pub fn waiters(ctx: &Context, name: &RedisString) -> i64 {
     state::peek(|s| s.waiters.len(&key) as i64).unwrap_or(-1)
 }
 
+/// Most waiters `*.INFO`'s `queue` lists.
+const QUEUE_SHOWN: usize = 100;
+
+/// `*.INFO`'s `queue`: the key's waiters in serving order, `[holder,
+/// waited-ms]` and the request's detail, at most the first 100.
+pub fn queue(ctx: &Context, name: &RedisString) -> RedisValue {
+    if state::nobody_waits() {
+        return RedisValue::Array(vec![]);
+    }
+    let key = KeyId::of(ctx, name);
+    let now = now_ms();
+    let rows = state::peek(|s| {
+        s.waiters
+            .queue(&key)
+            .take(QUEUE_SHOWN)
+            .map(|(_, e)| {
+                let w = &e.payload;
+                let mut row = vec![
+                    RedisValue::StringBuffer(w.holder.clone()),
+                    RedisValue::Integer((now - w.since).max(0)),
+                ];
+                row.extend(w.want.detail());
+                RedisValue::Array(row)
+            })
+            .collect()
+    });
+    RedisValue::Array(rows.unwrap_or_default())
+}
+
+/// A key with waiters, for `LOCK.TOP`: how many wait, and since when the
+/// longest-waiting one has (unix ms).
+pub struct Hot {
+    pub key: KeyId,
+    pub kind: &'static str,
+    pub waiters: usize,
+    pub oldest_since: i64,
+}
+
+/// Every key with waiters (the oldest wait read from the first in line and
+/// the first that arrived in order: a waiter that jumped the queue is the
+/// only kind that is first without being oldest). O(keys with waiters).
+pub fn hot_keys() -> Vec<Hot> {
+    if state::nobody_waits() {
+        return vec![];
+    }
+    state::peek(|s| {
+        s.waiters
+            .keys()
+            .map(|(k, n)| {
+                let head = s.waiters.queue(k).next().map(|(_, e)| &e.payload);
+                let first = head.map(|w| w.since);
+                let in_order = s
+                    .waiters
+                    .queue(k)
+                    .find(|(id, _)| *id >= crate::core::queue::FRONT)
+                    .map(|(_, e)| e.payload.since);
+                Hot {
+                    key: k.clone(),
+                    kind: head.map_or("lock", |w| w.want.kind()),
+                    waiters: n,
+                    oldest_since: first.into_iter().chain(in_order).min().unwrap_or(i64::MAX),
+                }
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
 /// (blocked clients, live wait edges) for `INFO`; None while busy.
 pub fn gauges() -> Option<(i64, i64)> {
     let now = now_ms();
@@ -143,6 +211,7 @@ pub fn wait(
                 holder: holder.to_vec(),
                 want,
                 db,
+                since: now,
             },
         };
         let id = match keys.as_slice() {
@@ -189,7 +258,7 @@ fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
     })
 }
 
-pub use deadlock::{graph, waitfor};
+pub use deadlock::{graph, top, waitfor};
 
 /// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...): re-time
 /// its waiters at the next timer.

@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use redis_module::{Context, RedisString};
+use redis_module::{Context, RedisString, RedisValue};
 
 use super::super::blocking::{self, Handle, Reply};
 use crate::core::error::Error;
@@ -76,6 +76,15 @@ pub trait Want {
     fn jumps_queue(&self) -> bool {
         false
     }
+
+    /// What `*.INFO`'s `queue` shows of the request beside its holder and
+    /// wait (a semaphore's permits, a read-write lock's mode).
+    fn detail(&self) -> Option<RedisValue> {
+        None
+    }
+
+    /// Its kind as `LOCK.TOP` names it: `lock`, `sem`, `rwlock`.
+    fn kind(&self) -> &'static str;
 }
 
 /// What a refused request saw of its one key while the key was open: all
@@ -143,6 +152,8 @@ pub struct Waiter {
     pub holder: Vec<u8>,
     pub want: Rc<dyn Want>,
     pub db: i32,
+    /// When it started waiting (unix ms).
+    pub since: i64,
 }
 
 #[derive(Default)]
