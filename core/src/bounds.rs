@@ -15,3 +15,15 @@ pub const MAX_PERMITS: u64 = i32::MAX as u64;
 pub const MAX_DEADLINE_MS: i64 = 1 << 53;
 /// Longest holder any configuration accepts (the `max-holder-len` ceiling).
 pub const MAX_HOLDER_LEN: usize = 65_536;
+
+/// One more hold (a reentry, a read or write hold), refused with an error
+/// naming `what` at `MAX_COUNT`.
+pub fn one_more(count: u64, what: &'static str) -> Result<u64, super::error::Error> {
+    match count.checked_add(1) {
+        Some(n) if n <= MAX_COUNT => Ok(n),
+        _ => Err(super::error::Error::Bound {
+            name: what,
+            max: MAX_COUNT,
+        }),
+    }
+}

@@ -6,6 +6,8 @@
 //! The lease is the key's own expiry: a lock whose deadline passed is simply
 //! absent (Redis expires the key), so these functions see `None` for it.
 
+use super::bounds::one_more;
+#[cfg(test)]
 use super::bounds::MAX_COUNT;
 use super::error::Error;
 use super::fence::FenceCounter;
@@ -47,13 +49,7 @@ fn held_by<'a>(current: Option<&'a Lock>, holder: &[u8]) -> Option<&'a Lock> {
 }
 
 fn bump(count: u64) -> Result<u64, Error> {
-    match count.checked_add(1) {
-        Some(n) if n <= MAX_COUNT => Ok(n),
-        _ => Err(Error::Bound {
-            name: "reentry count",
-            max: MAX_COUNT,
-        }),
-    }
+    one_more(count, "reentry count")
 }
 
 /// `LOCK.ACQUIRE` without waiting. `Ok(None)`: held by another holder.

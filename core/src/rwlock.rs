@@ -89,12 +89,7 @@ pub struct Grant {
 }
 
 fn bump(n: u64) -> Result<u64, Error> {
-    n.checked_add(1)
-        .filter(|n| *n <= MAX_HOLDS)
-        .ok_or(Error::Bound {
-            name: "hold count",
-            max: MAX_HOLDS,
-        })
+    super::bounds::one_more(n, "hold count")
 }
 
 impl RwLock {

@@ -3,7 +3,7 @@
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
-use super::{declare_keys, grant_or_wait, Wait};
+use super::{declare_keys, grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::lock::Grant;
@@ -55,7 +55,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     let attempt = match kind::open_to(ctx, req.key, req.holder)? {
-        true => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, now_ms()),
+        true => kind::try_acquire(
+            ctx,
+            req.key,
+            req.holder,
+            req.ttl_ms,
+            try_now(ctx, req.block_ms),
+        ),
         false => Ok(Attempt::Refused(None)),
     };
     let wait = Wait {

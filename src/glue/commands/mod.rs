@@ -18,7 +18,7 @@ use super::blocking;
 use super::info::bump;
 use super::kinds::effect::{self, Effect};
 use super::types::with_kinds;
-use super::waiting::{self, Attempt, Want};
+use super::waiting::{self, Attempt, Try, Want};
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
 use spec::{Command, Doc, Keys, SET};
@@ -111,7 +111,7 @@ fn grant_or_wait<T>(
     wait: Wait<'_>,
     want: impl FnOnce() -> Rc<dyn Want>,
 ) -> Result<RedisValue, Error> {
-    let block = wait.block_ms.filter(|_| blocking::can_block(ctx));
+    let block = wait.block_ms.filter(|_| will_wait(ctx, wait.block_ms));
     let seen = match attempt {
         Ok(Attempt::Got(got)) => return Ok(reply(got)),
         Ok(Attempt::Refused(seen)) => seen,
@@ -122,6 +122,20 @@ fn grant_or_wait<T>(
     match block {
         None => Ok(RedisValue::Null),
         Some(timeout) => waiting::wait(ctx, wait.holder, wait.keys, want(), timeout, seen),
+    }
+}
+
+/// Whether a refused request with `block_ms` will wait (`BLOCK` given, and
+/// not inside MULTI, Lua or a module call).
+fn will_wait(ctx: &Context, block_ms: Option<i64>) -> bool {
+    block_ms.is_some() && blocking::can_block(ctx)
+}
+
+/// A command's acquire, tried now.
+fn try_now(ctx: &Context, block_ms: Option<i64>) -> Try {
+    Try {
+        now: crate::glue::server::now_ms(),
+        will_wait: will_wait(ctx, block_ms),
     }
 }
 

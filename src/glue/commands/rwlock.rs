@@ -4,7 +4,7 @@ use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
-use super::{grant_or_wait, Wait};
+use super::{grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::rwlock::{Grant, Mode, RwLock};
@@ -40,7 +40,8 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     // read hold, the writer reentering and an upgrade do not.
     let queued = waiting::has_waiters(ctx, req.key);
     let (key, holder, mode) = (req.key, req.holder, req.mode);
-    let attempt = kind::try_acquire(ctx, key, holder, mode, queued, req.ttl_ms, now_ms());
+    let at = try_now(ctx, req.block_ms);
+    let attempt = kind::try_acquire(ctx, key, holder, mode, queued, req.ttl_ms, at);
     // A refused WRITE by a holder of the key is an upgrade (a writer's own
     // WRITE is always granted): known from what the attempt saw.
     let upgrade_seen = match &attempt {

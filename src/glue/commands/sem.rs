@@ -4,7 +4,7 @@ use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
-use super::{grant_or_wait, Wait};
+use super::{grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::semaphore::Semaphore;
@@ -41,7 +41,8 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         Ok(Attempt::Refused(None))
     } else {
         let (limit, n) = (req.limit, req.permits);
-        kind::try_acquire(ctx, req.key, req.holder, limit, n, req.ttl_ms, now_ms())
+        let at = try_now(ctx, req.block_ms);
+        kind::try_acquire(ctx, req.key, req.holder, limit, n, req.ttl_ms, at)
     };
     let wait = Wait {
         holder: req.holder,

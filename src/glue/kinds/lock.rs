@@ -17,7 +17,7 @@ use crate::glue::fences;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
-use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Want};
+use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Try, Want};
 
 use super::effect;
 use crate::glue::types::Value;
@@ -75,14 +75,17 @@ pub fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool,
 }
 
 /// Takes one lock for `holder` now; refused when someone else has it,
-/// with what was seen of the key (so that a wait need not read it again).
+/// with what was seen of the key when the request is about to wait (so
+/// that the wait need not read it again; a refusal that only answers nil
+/// pays nothing for it).
 pub fn try_acquire(
     ctx: &Context,
     name: &RedisString,
     holder: &[u8],
     ttl_ms: i64,
-    now: i64,
+    at: Try,
 ) -> Result<Attempt<Grant>, Error> {
+    let now = at.now;
     let mut key = Key::write(ctx, name);
     let decided = {
         let cur = key.lock()?;
@@ -92,6 +95,9 @@ pub fn try_acquire(
         fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
     };
     let Some((grant, effect)) = decided else {
+        if !at.will_wait {
+            return Ok(Attempt::Refused(None));
+        }
         // Refused: what the wait needs of the key, read while it is open.
         let expire = key.expire_at();
         let seen = key
@@ -367,7 +373,7 @@ impl Want for Locks {
         let fences = match (self.multi, names) {
             (true, _) if held_by_another(ctx, names, holder)? => None,
             (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
-            (false, [name]) => try_acquire(ctx, name, holder, self.ttl_ms, now)?
+            (false, [name]) => try_acquire(ctx, name, holder, self.ttl_ms, Try::serving(now))?
                 .got()
                 .map(|g| vec![g.fence]),
             (false, _) => None,

@@ -19,7 +19,7 @@ use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
 use crate::glue::types::Value;
-use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Want};
+use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Try, Want};
 
 use super::effect;
 use super::leased::{self, Leased};
@@ -67,8 +67,9 @@ pub fn try_acquire(
     mode: Mode,
     queued: bool,
     ttl_ms: i64,
-    now: i64,
+    at: Try,
 ) -> Result<Attempt<Grant>, Error> {
+    let now = at.now;
     let note = Note::grant(
         &RwLock::INFO.counters.acquired,
         RwLock::INFO.acquire_event,
@@ -86,8 +87,8 @@ pub fn try_acquire(
                     Mode::Read => Need::Shared,
                     Mode::Write => Need::Exclusive,
                 };
-                let seen = Seen::of(rw, None, holder, need, now);
-                Ok((Attempt::Refused(Some(seen)), None))
+                let seen = at.will_wait.then(|| Seen::of(rw, None, holder, need, now));
+                Ok((Attempt::Refused(seen), None))
             }
         }
     })
@@ -251,7 +252,16 @@ impl Want for Hold {
             return Ok(None);
         };
         // First in line: nobody is queued ahead.
-        let got = try_acquire(ctx, name, holder, self.mode, false, self.ttl_ms, now)?.got();
+        let got = try_acquire(
+            ctx,
+            name,
+            holder,
+            self.mode,
+            false,
+            self.ttl_ms,
+            Try::serving(now),
+        )?
+        .got();
         if got.is_some() {
             keep(ctx, name, holder, self.keep, self.ttl_ms);
         }

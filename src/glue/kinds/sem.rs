@@ -15,7 +15,7 @@ use crate::glue::config::grace_running;
 use crate::glue::keep;
 use crate::glue::replicate;
 use crate::glue::types::Value;
-use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Want};
+use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Try, Want};
 
 use super::effect;
 use super::leased::{self, Leased};
@@ -57,7 +57,7 @@ fn change<'h, R>(
 }
 
 /// Takes `permits` for `holder` now; refused when not enough are free,
-/// with what was seen of the key.
+/// with what was seen of the key when the request is about to wait.
 pub fn try_acquire(
     ctx: &Context,
     name: &RedisString,
@@ -65,8 +65,9 @@ pub fn try_acquire(
     limit: u64,
     permits: u64,
     ttl_ms: i64,
-    now: i64,
+    at: Try,
 ) -> Result<Attempt<u64>, Error> {
+    let now = at.now;
     let note = Note::grant(
         &Semaphore::INFO.counters.acquired,
         Semaphore::INFO.acquire_event,
@@ -79,8 +80,10 @@ pub fn try_acquire(
         Ok(match s.acquire(holder, limit, permits, ttl_ms, now) {
             Some((total, e)) => (Attempt::Got(total), Some(e)),
             None => {
-                let seen = Seen::of(s, None, holder, Need::Exclusive, now);
-                (Attempt::Refused(Some(seen)), None)
+                let seen = at
+                    .will_wait
+                    .then(|| Seen::of(s, None, holder, Need::Exclusive, now));
+                (Attempt::Refused(seen), None)
             }
         })
     })
@@ -220,7 +223,7 @@ impl Want for Permits {
             self.limit,
             self.permits,
             self.ttl_ms,
-            now,
+            Try::serving(now),
         )?
         .got();
         if got.is_some() {

@@ -34,7 +34,7 @@ use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::waiters::Entry;
 
-pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Want};
+pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Try, Want};
 
 pub fn init(ctx: &Context) {
     timer::init(ctx, fire);

@@ -112,6 +112,25 @@ impl Seen {
     }
 }
 
+/// When an acquire is tried, and whether a refusal will wait (then the
+/// kind hands over what it saw of the key: `Seen`).
+#[derive(Clone, Copy)]
+pub struct Try {
+    pub now: i64,
+    pub will_wait: bool,
+}
+
+impl Try {
+    /// A try by the engine itself (a queued waiter, which is not queued
+    /// again when refused).
+    pub fn serving(now: i64) -> Try {
+        Try {
+            now,
+            will_wait: false,
+        }
+    }
+}
+
 /// An acquire tried now: granted, or refused (with what it saw of its key,
 /// when it had it open).
 pub enum Attempt<T> {
