@@ -13,28 +13,29 @@ import redis
 # internal effect commands are not in the SPEC; their lines are the
 # README's.
 SYNTAX = {
-    "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms] [KEEP]",
-    "lock.reenter": "key holder ttl-ms [KEEP]",
-    "lock.release": "key holder",
-    "lock.extend": "key holder ttl-ms [KEEP]",
+    "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "lock.reenter": "key holder ttl-ms [KEEP] [ID request-id]",
+    "lock.release": "key holder [ID request-id]",
+    "lock.extend": "key holder ttl-ms [KEEP] [ID request-id]",
     "lock.info": "key",
-    "lock.macquire": "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP]",
-    "lock.mrelease": "numkeys key [key ...] holder",
+    "lock.macquire": "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "lock.mrelease": "numkeys key [key ...] holder [ID request-id]",
     "lock.waitfor": "key holder ttl-ms",
     "lock.graph": "[COUNT n]",
     "lock.top": "[COUNT n]",
-    "sem.acquire": "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]",
-    "sem.release": "key holder [PERMITS n]",
-    "sem.extend": "key holder ttl-ms [PERMITS n] [KEEP]",
+    "sem.acquire": "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "sem.release": "key holder [PERMITS n] [ID request-id]",
+    "sem.extend": "key holder ttl-ms [PERMITS n] [KEEP] [ID request-id]",
     "sem.info": "key",
-    "rwlock.acquire": "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]",
-    "rwlock.release": "key holder READ|WRITE",
-    "rwlock.extend": "key holder ttl-ms [KEEP]",
+    "rwlock.acquire": "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "rwlock.release": "key holder READ|WRITE [ID request-id]",
+    "rwlock.extend": "key holder ttl-ms [KEEP] [ID request-id]",
     "rwlock.info": "key",
     "padlock.lockset": "key holder count fence deadline-ms",
     "padlock.semset": "key holder limit permits deadline-ms",
     "padlock.rwset": "key holder reads writes fence deadline-ms",
     "padlock.fencefloor": "fence",
+    "padlock.requestid": "key holder request-id at-ms print I|A reply [reply ...]",
 }
 
 SPEC = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "SPEC.md"
@@ -117,8 +118,7 @@ def test_syntax_lines_match_the_spec_file():
     for name, line in SYNTAX.items():
         if name.startswith("padlock."):
             continue
-        # `[ID request-id]` (SPEC: Retries) is not built yet.
-        want = headings[name.upper()].replace(" [ID request-id]", "")
+        want = headings[name.upper()]
         if f"`{name.upper()}`" in keep and "[KEEP]" not in want:
             want += " [KEEP]"
         assert want == line, name
@@ -198,6 +198,6 @@ def test_cli_argument_hints_come_from_the_docs(server):
     if not cli:
         pytest.skip("no redis-cli")
     assert cli_hint(cli, server.port, "RWLOCK.ACQUIRE ") == \
-        "RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]"
+        "RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]"
     assert cli_hint(cli, server.port, "SEM.ACQUIRE s h 3 100 ") == \
-        "SEM.ACQUIRE s h 3 100 [PERMITS n] [BLOCK timeout-ms] [KEEP]"
+        "SEM.ACQUIRE s h 3 100 [PERMITS n] [BLOCK timeout-ms] [KEEP] [ID request-id]"

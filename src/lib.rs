@@ -14,8 +14,9 @@ use redis_module::redis_module;
 
 use core::settings as s;
 use glue::config::{
-    EVICTION, KEEP_MAX_IDLE_MS, KEEP_MIN_INTERVAL_MS, MAX_HOLDER_LEN, MAX_TTL_MS, MAX_WAITERS,
-    MAX_WAITERS_PER_KEY, MAX_WAIT_EDGES, RESTART_GRACE,
+    EVICTION, ID_MEMORY_MS, KEEP_MAX_IDLE_MS, KEEP_MIN_INTERVAL_MS, MAX_HOLDER_LEN,
+    MAX_IDS_PER_HOLDER, MAX_REMEMBERED_IDS, MAX_TTL_MS, MAX_WAITERS, MAX_WAITERS_PER_KEY,
+    MAX_WAIT_EDGES, RESTART_GRACE,
 };
 
 // Data types and commands are registered in `init`: the types from the one
@@ -43,6 +44,9 @@ redis_module! {
             [s::MAX_WAIT_EDGES.name, &MAX_WAIT_EDGES, s::MAX_WAIT_EDGES.default, s::MAX_WAIT_EDGES.min, s::MAX_WAIT_EDGES.max, ConfigurationFlags::DEFAULT, None],
             [s::KEEP_MAX_IDLE_MS.name, &KEEP_MAX_IDLE_MS, s::KEEP_MAX_IDLE_MS.default, s::KEEP_MAX_IDLE_MS.min, s::KEEP_MAX_IDLE_MS.max, ConfigurationFlags::DEFAULT, None],
             [s::KEEP_MIN_INTERVAL_MS.name, &KEEP_MIN_INTERVAL_MS, s::KEEP_MIN_INTERVAL_MS.default, s::KEEP_MIN_INTERVAL_MS.min, s::KEEP_MIN_INTERVAL_MS.max, ConfigurationFlags::DEFAULT, None],
+            [s::ID_MEMORY_MS.name, &ID_MEMORY_MS, s::ID_MEMORY_MS.default, s::ID_MEMORY_MS.min, s::ID_MEMORY_MS.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_IDS_PER_HOLDER.name, &MAX_IDS_PER_HOLDER, s::MAX_IDS_PER_HOLDER.default, s::MAX_IDS_PER_HOLDER.min, s::MAX_IDS_PER_HOLDER.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAX_REMEMBERED_IDS.name, &MAX_REMEMBERED_IDS, s::MAX_REMEMBERED_IDS.default, s::MAX_REMEMBERED_IDS.min, s::MAX_REMEMBERED_IDS.max, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             [s::RESTART_GRACE_MS, &RESTART_GRACE, s::RESTART_GRACE_DEFAULT, ConfigurationFlags::DEFAULT, None],

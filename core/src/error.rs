@@ -50,6 +50,10 @@ pub enum Error {
     KeepTooShort { min: i64 },
     /// Too many clients wait: on this key (`Some(key)`), or on the server.
     TooManyWaiters { key: Option<Vec<u8>>, limit: i64 },
+    /// A request-id empty or longer than 64 bytes.
+    RequestIdLength,
+    /// A request-id that applied with other arguments.
+    RequestIdReused(Vec<u8>),
 }
 
 impl Error {
@@ -115,6 +119,14 @@ impl Error {
             ),
             Error::KeepTooShort { min } => format!(
                 "ERR ttl-ms with KEEP must be at least {min} (3 x padlock.keep-min-interval-ms)"
+            ),
+            Error::RequestIdLength => format!(
+                "ERR request-id must be 1 to {} bytes long",
+                crate::ids::MAX_ID_LEN
+            ),
+            Error::RequestIdReused(id) => format!(
+                "ERR request-id '{}' was used for another request",
+                escape(id)
             ),
             Error::TryAgain => {
                 "TRYAGAIN restart grace is running, a holder from before the restart or failover may still be working"

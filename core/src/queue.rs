@@ -90,6 +90,10 @@ impl<K: Hash + Eq + Clone, T> Queues<K, T> {
         self.waiters.get(&id)
     }
 
+    pub fn get_mut(&mut self, id: WaiterId) -> Option<&mut T> {
+        self.waiters.get_mut(&id).map(|(_, t)| t)
+    }
+
     pub fn head(&self, key: &K) -> Option<WaiterId> {
         self.by_key.get(key).and_then(|q| q.first().copied())
     }

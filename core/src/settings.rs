@@ -68,7 +68,29 @@ pub const KEEP_MIN_INTERVAL_MS: Int = Int {
     max: 60_000,
 };
 
-pub const INTS: [Int; 7] = [
+/// How long a freed key's request-ids are remembered.
+pub const ID_MEMORY_MS: Int = Int {
+    name: "id-memory-ms",
+    default: 60_000,
+    min: 1,
+    max: 1 << 40,
+};
+/// Request-ids remembered per holder per key.
+pub const MAX_IDS_PER_HOLDER: Int = Int {
+    name: "max-ids-per-holder",
+    default: 16,
+    min: 1,
+    max: 1024,
+};
+/// Request-ids of freed keys remembered at most.
+pub const MAX_REMEMBERED_IDS: Int = Int {
+    name: "max-remembered-ids",
+    default: 100_000,
+    min: 0,
+    max: 100_000_000,
+};
+
+pub const INTS: [Int; 10] = [
     MAX_TTL_MS,
     MAX_HOLDER_LEN_SETTING,
     MAX_WAITERS_PER_KEY,
@@ -76,6 +98,9 @@ pub const INTS: [Int; 7] = [
     MAX_WAIT_EDGES,
     KEEP_MAX_IDLE_MS,
     KEEP_MIN_INTERVAL_MS,
+    ID_MEMORY_MS,
+    MAX_IDS_PER_HOLDER,
+    MAX_REMEMBERED_IDS,
 ];
 
 /// `restart-grace-ms`: a number of ms or `auto`.

@@ -92,6 +92,29 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
         Some((keys, e))
     }
 
+    /// Hands a waiter's place in its queues to another blocked client (a
+    /// resend of the same request): its handle and timeout change, its
+    /// place does not. Returns the entry, to swap the rest of its payload.
+    pub fn hand_over(
+        &mut self,
+        id: WaiterId,
+        handle: usize,
+        timeout_at: Option<i64>,
+    ) -> Option<&mut Entry<W>> {
+        let e = self.queues.get_mut(id)?;
+        self.by_handle.remove(&e.handle);
+        if let Some(t) = e.timeout_at {
+            self.timeouts.remove(&(t, id));
+        }
+        e.handle = handle;
+        e.timeout_at = timeout_at;
+        self.by_handle.insert(handle, id);
+        if let Some(t) = timeout_at {
+            self.timeouts.insert((t, id));
+        }
+        Some(e)
+    }
+
     /// Every waiter, in no particular order.
     pub fn ids(&self) -> Vec<WaiterId> {
         self.by_handle.values().copied().collect()
@@ -190,6 +213,36 @@ mod tests {
                 .map(|w| w.0)
                 .min()
         }
+    }
+
+    #[test]
+    fn hand_over_keeps_the_place_and_swaps_handle_and_timeout() {
+        let mut w: Waiters<u8, ()> = Waiters::default();
+        let a = w.push(
+            vec![1],
+            Entry {
+                handle: 10,
+                timeout_at: Some(5),
+                payload: (),
+            },
+        );
+        let b = w.push(
+            vec![1],
+            Entry {
+                handle: 11,
+                timeout_at: None,
+                payload: (),
+            },
+        );
+        assert!(w.hand_over(a, 12, Some(50)).is_some());
+        assert_eq!(w.head(&1), Some(a));
+        assert_eq!(w.by_handle(10), None);
+        assert_eq!(w.by_handle(12), Some(a));
+        assert!(w.timed_out(10).is_empty());
+        assert_eq!(w.timed_out(50), vec![a]);
+        assert!(w.take(a).is_some());
+        assert_eq!(w.head(&1), Some(b));
+        assert!(w.hand_over(a, 13, None).is_none());
     }
 
     proptest! {

@@ -18,6 +18,9 @@ pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(s::MAX_WAITERS.default);
 pub static MAX_WAIT_EDGES: AtomicI64 = AtomicI64::new(s::MAX_WAIT_EDGES.default);
 pub static KEEP_MAX_IDLE_MS: AtomicI64 = AtomicI64::new(s::KEEP_MAX_IDLE_MS.default);
 pub static KEEP_MIN_INTERVAL_MS: AtomicI64 = AtomicI64::new(s::KEEP_MIN_INTERVAL_MS.default);
+pub static ID_MEMORY_MS: AtomicI64 = AtomicI64::new(s::ID_MEMORY_MS.default);
+pub static MAX_IDS_PER_HOLDER: AtomicI64 = AtomicI64::new(s::MAX_IDS_PER_HOLDER.default);
+pub static MAX_REMEMBERED_IDS: AtomicI64 = AtomicI64::new(s::MAX_REMEMBERED_IDS.default);
 
 pub fn limits() -> Limits {
     Limits {

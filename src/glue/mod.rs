@@ -32,6 +32,7 @@ mod kinds;
 mod pending;
 mod replicate;
 mod report;
+mod requests;
 mod server;
 mod table;
 pub mod types;
@@ -63,6 +64,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     waiting::init(ctx);
     keep::init(ctx);
+    requests::init(ctx);
     events::subscribe(ctx);
     eviction::init(ctx);
     report::register(ctx);

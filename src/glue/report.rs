@@ -41,7 +41,7 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
             out.push((format!("{}{name}", k.prefix), c(k.counters.get(*field))));
         }
     }
-    let rest: [(&str, i64); 10] = [
+    let rest: [(&str, i64); 12] = [
         ("keep_renewals", c(&KEEP_RENEWALS)),
         ("keep_lost", c(&KEEP_LOST)),
         ("deadlocks", c(&DEADLOCKS)),
@@ -59,6 +59,15 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
             },
         ),
         ("last_fence", fences::last() as i64),
+        (
+            "request_ids",
+            if for_crash_report {
+                -1
+            } else {
+                super::requests::remembered()
+            },
+        ),
+        ("requests_replayed", c(&super::requests::REPLAYED)),
     ];
     out.extend(rest.into_iter().map(|(n, v)| (n.to_string(), v)));
     out

@@ -2,7 +2,7 @@
 
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
+use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{declare_keys, grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
@@ -20,25 +20,25 @@ use crate::glue::waiting::{self, Attempt};
 commands! {
     c"lock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Acquires (or reenters) a lock with a lease; replies its fencing token, nil when held by another holder.",
-        "O(1)", "key holder ttl-ms [BLOCK timeout-ms] [KEEP]", Keys::One(GRANT);
+        "O(1)", "key holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::One(GRANT), ids = Ids::After(3);
     c"lock.reenter" => reenter, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Reenters a lock the holder already holds; replies the new reentry count.",
-        "O(1)", "key holder ttl-ms [KEEP]", Keys::One(RENEW);
+        "O(1)", "key holder ttl-ms [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
     c"lock.release" => release, c"write fast", (1, 1, 1), "write fast",
         "Releases one reentry of a lock; replies the count left, 0 when the lock is free.",
-        "O(1)", "key holder", Keys::One(GIVE_BACK);
+        "O(1)", "key holder [ID request-id]", Keys::One(GIVE_BACK), ids = Ids::After(2);
     c"lock.extend" => extend, c"write fast", (1, 1, 1), "write fast",
         "Resets the lease of a held lock.",
-        "O(1)", "key holder ttl-ms [KEEP]", Keys::One(RENEW);
+        "O(1)", "key holder ttl-ms [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
     c"lock.info" => info, c"readonly fast", (1, 1, 1), "read fast",
         "Shows a lock's holder, count, fence, lease left, waiters and keep.",
         "O(1)", "key", Keys::One(LOOK);
     c"lock.macquire" => macquire, c"write deny-oom getkeys-api", (0, 0, 0), "write",
         "Acquires several locks all at once or none; replies their fences.",
-        "O(N) where N is the number of keys", "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP]", Keys::Counted(GRANT);
+        "O(N) where N is the number of keys", "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::Counted(GRANT), ids = Ids::AfterKeys(2);
     c"lock.mrelease" => mrelease, c"write getkeys-api", (0, 0, 0), "write",
         "Releases one reentry of each of several locks, all or none; replies the counts left.",
-        "O(N) where N is the number of keys", "numkeys key [key ...] holder", Keys::Counted(GIVE_BACK);
+        "O(N) where N is the number of keys", "numkeys key [key ...] holder [ID request-id]", Keys::Counted(GIVE_BACK), ids = Ids::AfterKeys(1);
     c"lock.waitfor" => waitfor, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Declares that a holder waits for a key (deadlock detection for clients that wait on their own side).",
         "O(E) where E is the number of wait edges reachable from the key", "key holder ttl-ms", Keys::One(LOOK);

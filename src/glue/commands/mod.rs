@@ -21,7 +21,7 @@ use super::types::with_kinds;
 use super::waiting::{self, Attempt, Try, Want};
 use crate::core::args::{self, Arg};
 use crate::core::error::Error;
-use spec::{Command, Doc, Keys, SET};
+use spec::{Command, Doc, Ids, Keys, SET};
 
 /// A command body: the arguments after the name are parsed inside.
 pub type Body = fn(&Context, &[RedisString]) -> Result<RedisValue, Error>;
@@ -31,7 +31,7 @@ extern "C" fn effect_handler<K: Effect>(
     argv: *mut *mut redis_module::raw::RedisModuleString,
     argc: std::os::raw::c_int,
 ) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, effect::command::<K>)
+    spec::handle(ctx, argv, argc, effect::command::<K>, Ids::No)
 }
 
 /// A kind's effect command, from its `KindInfo`.
@@ -61,7 +61,34 @@ pub fn all() -> Vec<Command> {
     }
     with_kinds!(effects);
     out.push(fence_floor());
+    out.push(request_id());
     out
+}
+
+extern "C" fn request_id_handler(
+    ctx: *mut redis_module::raw::RedisModuleCtx,
+    argv: *mut *mut redis_module::raw::RedisModuleString,
+    argc: std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    spec::handle(ctx, argv, argc, super::requests::saved::command, Ids::No)
+}
+
+/// The request-ids' effect (replication stream and AOF only).
+fn request_id() -> Command {
+    Command {
+        name: super::requests::saved::NAME,
+        handler: request_id_handler,
+        flags: c"write admin",
+        keys: (1, 1, 1),
+        acl: "write admin dangerous",
+        internal: true,
+        doc: Doc {
+            summary: "Effect (replication stream and AOF only): remembers, or forgets, a request-id applied to a key and holder.",
+            complexity: "O(1)",
+            syntax: "key holder request-id at-ms print I|A reply [reply ...]",
+            keys: Keys::One(SET),
+        },
+    }
 }
 
 extern "C" fn fence_floor_handler(
@@ -69,7 +96,7 @@ extern "C" fn fence_floor_handler(
     argv: *mut *mut redis_module::raw::RedisModuleString,
     argc: std::os::raw::c_int,
 ) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, effect::fence_floor)
+    spec::handle(ctx, argv, argc, effect::fence_floor, Ids::No)
 }
 
 /// The fence counter's own effect (atomic slot migration).

@@ -3,7 +3,7 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
+use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
@@ -20,13 +20,13 @@ use crate::glue::waiting::{self, Attempt};
 commands! {
     c"rwlock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Takes a read or write hold of a fair read-write lock; replies the holder's fence, nil when refused.",
-        "O(log N) where N is the number of holders", "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]", Keys::One(GRANT);
+        "O(log N) where N is the number of holders", "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::One(GRANT), ids = Ids::After(4);
     c"rwlock.release" => release, c"write fast", (1, 1, 1), "write fast",
         "Releases one read or write hold; replies [reads, writes] left.",
-        "O(log N) where N is the number of holders", "key holder READ|WRITE", Keys::One(GIVE_BACK);
+        "O(log N) where N is the number of holders", "key holder READ|WRITE [ID request-id]", Keys::One(GIVE_BACK), ids = Ids::After(3);
     c"rwlock.extend" => extend, c"write fast", (1, 1, 1), "write fast",
         "Resets a read-write lock holder's lease.",
-        "O(log N) where N is the number of holders", "key holder ttl-ms [KEEP]", Keys::One(RENEW);
+        "O(log N) where N is the number of holders", "key holder ttl-ms [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
     c"rwlock.info" => info, c"readonly", (1, 1, 1), "read",
         "Shows a read-write lock's mode, holders, waiters and keep.",
         "O(N) where N is the number of holders", "key", Keys::One(LOOK);

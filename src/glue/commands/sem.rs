@@ -3,7 +3,7 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
+use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
@@ -20,13 +20,13 @@ use crate::glue::waiting::{self, Attempt};
 commands! {
     c"sem.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Takes permits of a counting semaphore with a lease per holder; replies the permits the holder holds, nil when not enough are free.",
-        "O(log N) where N is the number of holders", "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]", Keys::One(GRANT);
+        "O(log N) where N is the number of holders", "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::One(GRANT), ids = Ids::After(4);
     c"sem.release" => release, c"write fast", (1, 1, 1), "write fast",
         "Gives back permits of a semaphore (all by default); replies the permits left.",
-        "O(log N) where N is the number of holders", "key holder [PERMITS n]", Keys::One(GIVE_BACK);
+        "O(log N) where N is the number of holders", "key holder [PERMITS n] [ID request-id]", Keys::One(GIVE_BACK), ids = Ids::After(2);
     c"sem.extend" => extend, c"write fast", (1, 1, 1), "write fast",
         "Resets a semaphore holder's lease.",
-        "O(log N) where N is the number of holders", "key holder ttl-ms [PERMITS n] [KEEP]", Keys::One(RENEW);
+        "O(log N) where N is the number of holders", "key holder ttl-ms [PERMITS n] [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
     c"sem.info" => info, c"readonly", (1, 1, 1), "read",
         "Shows a semaphore's limit, used and available permits, holders, waiters and keep.",
         "O(N) where N is the number of holders", "key", Keys::One(LOOK);

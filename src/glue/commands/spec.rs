@@ -12,6 +12,8 @@ use redis_module::{raw, Context, RedisError, RedisString};
 use super::Body;
 use crate::glue::guard;
 use crate::glue::replicate;
+use crate::glue::requests;
+pub use crate::glue::requests::Ids;
 use crate::glue::server;
 use crate::glue::waiting;
 
@@ -73,13 +75,20 @@ pub fn handle(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     body: Body,
+    ids: Ids,
 ) -> c_int {
     let context = Context::new(ctx);
     let failed = Err(RedisError::Str(
         "ERR padlock internal error, see the server log",
     ));
     let response = guard::call(failed, || {
-        let result = with_args(argv, argc, |args| body(&context, args));
+        let result = with_args(argv, argc, |args| match requests::spots(ids, args) {
+            Ok(None) => body(&context, args),
+            Ok(Some(s)) => without_id(args, &s, |rest| {
+                requests::run(&context, ids, args, rest, s, body)
+            }),
+            Err(e) => Err(e),
+        });
         // The one place a command's writes reach the waiting engine.
         waiting::serve_ready(&context);
         server::reply(result)
@@ -133,11 +142,45 @@ fn with_args<R>(
     replicate::during_command(strings.as_ptr(), strings.len(), || f(args))
 }
 
+/// A row's `ids = ...`, or `Ids::No` without one.
+pub const fn last_ids(all: &[Ids]) -> Ids {
+    all[all.len() - 1]
+}
+
+/// Runs `f` on the arguments without `ID request-id` (the body parses the
+/// rest as it always does).
+fn without_id<R>(
+    args: &[RedisString],
+    s: &crate::core::ids::Spots,
+    f: impl FnOnce(&[RedisString]) -> R,
+) -> R {
+    let Some(v) = s.id else {
+        return f(args);
+    };
+    let rest: Vec<ManuallyDrop<RedisString>> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != v && *i + 1 != v)
+        .map(|(_, a)| {
+            ManuallyDrop::new(RedisString::from_redis_module_string(
+                std::ptr::null_mut(),
+                a.inner,
+            ))
+        })
+        .collect();
+    // SAFETY: as in `with_args`: borrowed strings, never dropped.
+    let rest = unsafe {
+        &*(rest.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
+    };
+    f(rest)
+}
+
 /// A family's rows: `name => body, flags, keys, acl, summary, complexity,
 /// syntax, key spec;`, each with its own C handler.
 macro_rules! commands {
     ($($name:literal => $body:path, $flags:literal, $keys:expr, $acl:literal,
-       $summary:literal, $complexity:literal, $syntax:literal, $spec:expr;)*) => {
+       $summary:literal, $complexity:literal, $syntax:literal, $spec:expr
+       $(, ids = $ids:expr)?;)*) => {
         pub const COMMANDS: &[$crate::glue::commands::spec::Command] = &[$(
             $crate::glue::commands::spec::Command {
                 name: $name,
@@ -147,7 +190,12 @@ macro_rules! commands {
                         argv: *mut *mut redis_module::raw::RedisModuleString,
                         argc: std::os::raw::c_int,
                     ) -> std::os::raw::c_int {
-                        $crate::glue::commands::spec::handle(ctx, argv, argc, $body)
+                        $crate::glue::commands::spec::handle(
+                            ctx, argv, argc, $body,
+                            $crate::glue::commands::spec::last_ids(&[
+                                $crate::glue::requests::Ids::No $(, $ids)?
+                            ]),
+                        )
                     }
                     h
                 },

@@ -32,7 +32,7 @@ pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisVa
 
 /// Refuses an effect that came from neither the master link, the AOF
 /// loader nor a slot migration's stream.
-fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
+pub fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
     let name = args.first().ok_or(Error::Arity)?;
     let flags = ctx.get_flags();
     if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {

@@ -24,7 +24,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         free: Some(free_value::<Lock>),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
-        aux_save_triggers: raw::Aux::Before as i32,
+        aux_save_triggers: raw::Aux::Before as i32 | raw::Aux::After as i32,
         free_effort: None,
         unlink: Some(unlink),
         copy: Some(copy_value::<Lock>),
@@ -101,6 +101,7 @@ extern "C" fn lock_aof_rewrite(
             &lock.holder,
             &[lock.count as i64, lock.fence as i64, 0],
         );
+        emit_ids(aof, key);
     })
 }
 

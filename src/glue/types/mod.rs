@@ -19,6 +19,7 @@ use redis_module::raw;
 use super::fences;
 use super::guard;
 use super::info::gauge;
+use super::requests::saved as requests;
 use crate::core::stored::{self, Invalid};
 use crate::core::waitgraph::{Held, Need};
 
@@ -176,15 +177,33 @@ fn unlinked(key: *mut raw::RedisModuleString, kind: &'static KindInfo) {
 
 // ---- fence counter in the RDB ---------------------------------------------
 
-pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
-    guard::call((), || raw::save_unsigned(rdb, fences::last()))
+// ---- and the remembered request-ids after the keys ------------------------
+
+pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    guard::call((), || {
+        if when == requests::AFTER {
+            requests::aux_save(rdb);
+        } else {
+            raw::save_unsigned(rdb, fences::last());
+        }
+    })
 }
 
 pub(super) extern "C" fn aux_load(
     rdb: *mut raw::RedisModuleIO,
     _encver: c_int,
-    _when: c_int,
+    when: c_int,
 ) -> c_int {
+    if when == requests::AFTER {
+        let load = || match requests::aux_load(rdb) {
+            Ok(()) => raw::Status::Ok as c_int,
+            Err(why) => {
+                refuse(rdb, "request-id", why);
+                raw::Status::Err as c_int
+            }
+        };
+        return guard::call(raw::Status::Err as c_int, load);
+    }
     let load = || match raw::load_unsigned(rdb)
         .map_err(|_| SHORT)
         .and_then(stored::fence_counter)
@@ -337,6 +356,11 @@ pub(super) fn emit_floor(aof: *mut raw::RedisModuleIO) {
             digits.len(),
         );
     }
+}
+
+/// After a value in a rewritten AOF: the request-ids remembered for it.
+pub(super) fn emit_ids(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
+    requests::emit_for_key(aof, key);
 }
 
 /// Emits `CMD key holder n1 n2 n3 [n4]` into a rewritten AOF.

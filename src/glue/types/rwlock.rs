@@ -119,6 +119,7 @@ extern "C" fn rw_aof_rewrite(
                 ],
             );
         }
+        emit_ids(aof, key);
     })
 }
 

@@ -108,6 +108,7 @@ extern "C" fn sem_aof_rewrite(
                 &[sem.limit() as i64, e.permits as i64, e.deadline_ms],
             );
         }
+        emit_ids(aof, key);
     })
 }
 

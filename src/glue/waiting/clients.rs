@@ -128,7 +128,7 @@ pub fn wake(h: Handle, reply: Reply, undo: Option<Undo>) {
 fn forget(handle: usize) -> bool {
     let keys = state::with(|s| {
         let id = s.waiters.by_handle(handle)?;
-        let (keys, e) = s.waiters.take(id)?;
+        let (keys, e) = s.take(id)?;
         s.graph.remove_blocked(&e.payload.holder, id);
         Some(keys)
     });

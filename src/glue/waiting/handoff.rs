@@ -16,6 +16,7 @@ use super::super::blocking::{self, Reply};
 use super::super::config;
 use super::super::info;
 use super::super::key::Key;
+use super::super::requests;
 use super::super::server::now_ms;
 use super::clients;
 use super::recover::Undo;
@@ -78,7 +79,7 @@ pub fn turn_away(key: &KeyId, reply: &Reply) {
     let mut ids = Vec::new();
     state::with(|s| {
         while let Some(id) = s.waiters.head(key) {
-            ids.extend(s.waiters.take(id).map(|taken| (id, taken)));
+            ids.extend(s.take(id).map(|taken| (id, taken)));
         }
     });
     wake_all(ids, reply, &info::TURNED_AWAY);
@@ -94,7 +95,7 @@ pub fn turn_away_all(reply: &Reply) {
 fn dismiss(ids: Vec<WaiterId>, reply: &Reply, counter: &AtomicU64) {
     let taken = state::with(|s| {
         ids.into_iter()
-            .filter_map(|id| Some((id, s.waiters.take(id)?)))
+            .filter_map(|id| Some((id, s.take(id)?)))
             .collect()
     });
     wake_all(taken, reply, counter);
@@ -177,18 +178,23 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
             Err(e) => (Reply::Error(e.message()), None),
         };
         let Some((keys, e)) = state::with(|s| {
-            let taken = s.waiters.take(id)?;
+            let taken = s.take(id)?;
             s.graph.remove_blocked(&taken.1.payload.holder, id);
             Some(taken)
         }) else {
             break;
         };
         info::bump(&info::HANDOFFS);
+        let request = e.payload.request.clone();
+        if let Some(tag) = &request {
+            blocking::in_db(ctx, db, || requests::granted(ctx, tag.clone(), &reply));
+        }
         let undo = take_back.map(|take_back| Undo {
             db,
             keys: keys.into_iter().map(|k| k.name).collect(),
             holder,
             take_back,
+            request,
         });
         clients::wake(e.payload.handle, reply, undo);
     }

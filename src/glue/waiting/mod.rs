@@ -30,6 +30,7 @@ use redis_module::{raw, Context, RedisString, RedisValue};
 use super::blocking::{self, Reply};
 use super::config;
 use super::pending as timer;
+use super::requests::{self, Tag};
 use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::waiters::Entry;
@@ -212,12 +213,10 @@ pub fn wait(
                 want,
                 db,
                 since: now,
+                request: requests::current(),
             },
         };
-        let id = match keys.as_slice() {
-            [key] if want_first => s.waiters.push_front(key.clone(), entry),
-            _ => s.waiters.push(keys.clone(), entry),
-        };
+        let id = s.push(keys.clone(), entry, want_first);
         for k in &keys {
             s.graph.add_blocked(holder, k.clone(), id, timeout_at);
         }
@@ -234,6 +233,50 @@ pub fn wait(
         }
     }
     Ok(RedisValue::NoReply)
+}
+
+/// A resend of a request that still waits (same key, holder and id) takes
+/// its place in the queue, with the resend's timeout; the older sending is
+/// answered nil. None: nothing of it waits (or the resend cannot wait
+/// here), and the command runs as usual.
+pub fn take_place(
+    ctx: &Context,
+    tag: &Tag,
+    block: Option<&RedisString>,
+) -> Result<Option<RedisValue>, Error> {
+    let timeout = block
+        .and_then(|b| crate::core::args::parse_int(b.as_slice()))
+        .filter(|t| (0..=crate::glue::config::limits().max_ttl_ms).contains(t));
+    let Some(timeout) = timeout.filter(|_| blocking::can_block(ctx)) else {
+        return Ok(None);
+    };
+    if state::with(|s| s.queued(tag)).is_none() {
+        return Ok(None);
+    }
+    let handle = clients::block(ctx);
+    let timeout_at = (timeout > 0).then(|| now_ms() + timeout);
+    let swapped = state::with(|s| {
+        let Some(id) = s.queued(tag) else {
+            return Err(handle);
+        };
+        match s.waiters.hand_over(id, handle.id(), timeout_at) {
+            Some(e) => Ok(std::mem::replace(&mut e.payload.handle, handle)),
+            None => Err(handle),
+        }
+    });
+    match swapped {
+        Ok(old) => clients::wake(old, Reply::Nil, None),
+        // Nothing ran between the look and the swap; should it ever not be
+        // there, the resend is told to send again rather than left blocked.
+        Err(new) => {
+            let msg = Error::Invalid("request stopped waiting, send it again").message();
+            clients::wake(new, Reply::Error(msg), None);
+        }
+    }
+    if let Some(t) = timeout_at {
+        timer::arm(t);
+    }
+    Ok(Some(RedisValue::NoReply))
 }
 
 /// Refuses a wait past `max-waiters-per-key` or `max-waiters`.
@@ -281,6 +324,7 @@ unsafe extern "C" fn on_flush_event(
     // SAFETY: for this event Redis passes a live RedisModuleFlushInfo.
     let db = unsafe { (data as *const raw::RedisModuleFlushInfo).as_ref() }.map_or(-1, |f| f.dbnum);
     clients::guarded(|| {
+        requests::flushed((db != -1).then_some(db));
         if !state::no_edges() {
             state::try_with(|s| s.graph.retain_declared(|k| db != -1 && k.db != db));
         }

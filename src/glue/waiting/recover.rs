@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use redis_module::{Context, RedisString};
 
 use super::super::blocking;
+use super::super::requests::{self, Tag};
 use super::super::server::now_ms;
 use super::state::TakeBack;
 use super::timer;
@@ -18,6 +19,8 @@ pub struct Undo {
     pub keys: Vec<Vec<u8>>,
     pub holder: Vec<u8>,
     pub take_back: Box<dyn TakeBack>,
+    /// The grant's request-id: forgotten with the grant.
+    pub request: Option<Tag>,
 }
 
 thread_local! {
@@ -46,6 +49,9 @@ pub fn take_back(ctx: &Context) {
                 .map(|k| RedisString::create_from_slice(ctx.ctx, k))
                 .collect();
             undo.take_back.take_back(ctx, &names, &undo.holder);
+            if let Some(tag) = &undo.request {
+                requests::taken_back(ctx, tag);
+            }
         });
         blocking::kill_client(ctx, client_id);
     }

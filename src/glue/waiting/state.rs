@@ -9,14 +9,18 @@
 //! them first, or between short borrows (see `deadlock::check`).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::super::blocking::{self, Handle, Reply};
 use crate::core::error::Error;
-use crate::core::waiters::Waiters;
+use crate::core::ids::Address;
+use crate::core::queue::WaiterId;
+use crate::core::waiters::{Entry, Waiters};
 use crate::core::waitgraph::{Held, Need, WaitGraph};
+use crate::glue::requests::Tag;
 use crate::glue::types::Stored;
 
 /// A key in a database.
@@ -173,12 +177,57 @@ pub struct Waiter {
     pub db: i32,
     /// When it started waiting (unix ms).
     pub since: i64,
+    /// Its `ID request-id`, if it came with one.
+    pub request: Option<Tag>,
 }
+
+/// A queued request's id where it applies (without its hash).
+type RequestKey = (Address, Box<[u8]>);
 
 #[derive(Default)]
 pub struct State {
     pub waiters: Waiters<KeyId, Waiter>,
     pub graph: WaitGraph<KeyId>,
+    /// Waiters that came with an id: a resend takes their place.
+    by_request: HashMap<RequestKey, WaiterId>,
+}
+
+impl State {
+    /// Queues a waiter (at the front when `first`), indexing its id.
+    pub fn push(&mut self, keys: Vec<KeyId>, entry: Entry<Waiter>, first: bool) -> WaiterId {
+        let request = entry
+            .payload
+            .request
+            .as_ref()
+            .map(|t| (t.at.clone(), t.id.clone()));
+        let id = match keys.as_slice() {
+            [key] if first => self.waiters.push_front(key.clone(), entry),
+            _ => self.waiters.push(keys, entry),
+        };
+        if let Some(r) = request {
+            self.by_request.insert(r, id);
+        }
+        id
+    }
+
+    /// Takes a waiter out of the queues and the id index.
+    pub fn take(&mut self, id: WaiterId) -> Option<(Vec<KeyId>, Entry<Waiter>)> {
+        let taken = self.waiters.take(id)?;
+        if let Some(t) = &taken.1.payload.request {
+            let k = (t.at.clone(), t.id.clone());
+            if self.by_request.get(&k) == Some(&id) {
+                self.by_request.remove(&k);
+            }
+        }
+        Some(taken)
+    }
+
+    /// The waiter queued with this request, if it still waits.
+    pub fn queued(&self, tag: &Tag) -> Option<WaiterId> {
+        let id = *self.by_request.get(&(tag.at.clone(), tag.id.clone()))?;
+        let (_, e) = self.waiters.get(id)?;
+        (e.payload.request.as_ref() == Some(tag)).then_some(id)
+    }
 }
 
 thread_local! {

@@ -1,0 +1,336 @@
+//! Request-ids (`ID request-id`, the SPEC's "Retries"): what the server
+//! remembers of the changing requests it applied, so that a resend gets
+//! the first reply and changes nothing.
+//!
+//! Memory is grouped by where a request applied: database, (first) key and
+//! holder. A group lives while its holder holds the key (the glue checks
+//! that when a group comes due) and `id-memory-ms` after its latest
+//! request; it keeps at most `max-ids-per-holder` ids, newest last. Groups
+//! of freed keys count against `max-remembered-ids`, the oldest forgotten
+//! first. Nothing here reads a clock or a key: times come in, and "is it
+//! still held" is the glue's answer.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use super::args::Arg;
+use super::error::Error;
+
+/// Longest request-id in bytes.
+pub const MAX_ID_LEN: usize = 64;
+
+/// Where requests applied: one group of remembered ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Address {
+    pub db: i32,
+    pub key: Box<[u8]>,
+    pub holder: Box<[u8]>,
+}
+
+/// A reply worth remembering: every changing command answers an integer
+/// or an array of integers when it applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Int(i64),
+    Ints(Vec<i64>),
+}
+
+/// One applied request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remembered {
+    pub id: Box<[u8]>,
+    /// The request's arguments, hashed (`print`): the same id with others
+    /// is an error, not a replay.
+    pub print: u64,
+    pub answer: Answer,
+    /// When it applied (unix ms, the master's clock).
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    ids: VecDeque<Remembered>,
+    /// When the group comes due: its latest request + `id-memory-ms`, or
+    /// later once found still held.
+    due: i64,
+    seq: u64,
+}
+
+/// How long and how much to remember.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub memory_ms: i64,
+    pub per_holder: usize,
+}
+
+/// A database's groups, by key and holder.
+type Keys = HashMap<Box<[u8]>, HashMap<Box<[u8]>, Group>>;
+
+/// Every group, and the order in which they come due.
+#[derive(Debug, Default)]
+pub struct Memory {
+    groups: HashMap<i32, Keys>,
+    count: usize,
+    order: BTreeSet<(i64, u64, Address)>,
+    seq: u64,
+    total: usize,
+}
+
+/// What a request with an id finds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found<'a> {
+    /// Not applied before: run it.
+    New,
+    /// Applied: answer this, change nothing.
+    Replay(&'a Answer),
+    /// The id applied with other arguments.
+    Other,
+}
+
+impl Memory {
+    fn group(&self, at: &Address) -> Option<&Group> {
+        self.groups.get(&at.db)?.get(&at.key)?.get(&at.holder)
+    }
+
+    fn group_mut(&mut self, at: &Address) -> Option<&mut Group> {
+        self.groups
+            .get_mut(&at.db)?
+            .get_mut(&at.key)?
+            .get_mut(&at.holder)
+    }
+
+    fn take_group(&mut self, at: &Address) -> Option<Group> {
+        let keys = self.groups.get_mut(&at.db)?;
+        let holders = keys.get_mut(&at.key)?;
+        let g = holders.remove(&at.holder)?;
+        if holders.is_empty() {
+            keys.remove(&at.key);
+            if keys.is_empty() {
+                self.groups.remove(&at.db);
+            }
+        }
+        self.count -= 1;
+        Some(g)
+    }
+
+    pub fn find(&self, at: &Address, id: &[u8], print: u64) -> Found<'_> {
+        let Some(g) = self.group(at) else {
+            return Found::New;
+        };
+        match g.ids.iter().rev().find(|r| *r.id == *id) {
+            None => Found::New,
+            Some(r) if r.print == print => Found::Replay(&r.answer),
+            Some(_) => Found::Other,
+        }
+    }
+
+    /// Remembers an applied request (a newer one with the same id replaces
+    /// it). The group comes due `memory_ms` after `r.at_ms` (or later, if
+    /// it was due later already).
+    pub fn remember(&mut self, at: Address, r: Remembered, b: Bounds) {
+        let due = r.at_ms.saturating_add(b.memory_ms);
+        let holders = self
+            .groups
+            .entry(at.db)
+            .or_default()
+            .entry(at.key.clone())
+            .or_default();
+        let g = match holders.get_mut(&at.holder) {
+            Some(g) => g,
+            None => {
+                self.count += 1;
+                holders.entry(at.holder.clone()).or_default()
+            }
+        };
+        if let Some(i) = g.ids.iter().position(|o| o.id == r.id) {
+            g.ids.remove(i);
+            self.total -= 1;
+        }
+        g.ids.push_back(r);
+        self.total += 1;
+        while g.ids.len() > b.per_holder.max(1) {
+            g.ids.pop_front();
+            self.total -= 1;
+        }
+        let old = (g.due, g.seq);
+        self.seq += 1;
+        g.due = g.due.max(due);
+        g.seq = self.seq;
+        let new = (g.due, g.seq);
+        self.order.remove(&(old.0, old.1, at.clone()));
+        self.order.insert((new.0, new.1, at));
+    }
+
+    /// The group that comes due first, if it is due by `now_ms`.
+    pub fn due(&self, now_ms: i64) -> Option<&Address> {
+        self.order
+            .first()
+            .filter(|(due, _, _)| *due <= now_ms)
+            .map(|(_, _, a)| a)
+    }
+
+    /// When the first group comes due.
+    pub fn next_due(&self) -> Option<i64> {
+        self.order.first().map(|(due, _, _)| *due)
+    }
+
+    /// The group that comes due first, whether due or not (to forget when
+    /// past `max-remembered-ids`).
+    pub fn oldest(&self) -> Option<&Address> {
+        self.order.first().map(|(_, _, a)| a)
+    }
+
+    /// A group found still held: due again at `until_ms`, behind the rest.
+    pub fn keep_until(&mut self, at: &Address, until_ms: i64) {
+        let seq = self.seq + 1;
+        let Some(g) = self.group_mut(at) else {
+            return;
+        };
+        let old = (g.due, g.seq);
+        g.due = until_ms;
+        g.seq = seq;
+        self.seq = seq;
+        self.order.remove(&(old.0, old.1, at.clone()));
+        self.order.insert((until_ms, seq, at.clone()));
+    }
+    /// Forgets one group.
+    pub fn forget(&mut self, at: &Address) {
+        if let Some(g) = self.take_group(at) {
+            self.order.remove(&(g.due, g.seq, at.clone()));
+            self.total -= g.ids.len();
+        }
+    }
+
+    /// Forgets one id (a grant taken back: its reply never reached anyone).
+    pub fn forget_id(&mut self, at: &Address, id: &[u8]) {
+        let Some(g) = self.group_mut(at) else {
+            return;
+        };
+        let mut gone = 0;
+        if let Some(i) = g.ids.iter().position(|r| *r.id == *id) {
+            g.ids.remove(i);
+            gone = 1;
+        }
+        let empty = g.ids.is_empty();
+        self.total -= gone;
+        if empty {
+            self.forget(at);
+        }
+    }
+
+    /// Forgets every group of database `db` (`FLUSHDB`), or of all.
+    pub fn forget_db(&mut self, db: Option<i32>) {
+        let gone: Vec<Address> = self
+            .order
+            .iter()
+            .map(|(_, _, a)| a)
+            .filter(|a| db.is_none_or(|d| a.db == d))
+            .cloned()
+            .collect();
+        for a in gone {
+            self.forget(&a);
+        }
+    }
+
+    /// Ids remembered in all.
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn groups(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Every remembered id, oldest group first (to save).
+    pub fn all(&self) -> impl Iterator<Item = (&Address, &Remembered)> + '_ {
+        self.order.iter().flat_map(move |(_, _, a)| {
+            self.group(a)
+                .into_iter()
+                .flat_map(move |g| g.ids.iter().map(move |r| (a, r)))
+        })
+    }
+
+    /// The ids remembered for one key, by holder (an AOF rewrite writes
+    /// them after the key's value), each with its holder.
+    pub fn of_key<'a>(
+        &'a self,
+        db: i32,
+        key: &[u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a Remembered)> + 'a {
+        self.groups
+            .get(&db)
+            .and_then(|keys| keys.get(key))
+            .into_iter()
+            .flatten()
+            .flat_map(|(h, g)| g.ids.iter().map(move |r| (&**h, r)))
+    }
+}
+
+/// A stable 64-bit hash of a request's arguments (FNV-1a over each
+/// argument's length and bytes): the same on every server and after a
+/// restart, since it is saved and replicated.
+pub fn print<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    let mut eat = |b: u8| {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    };
+    for a in args {
+        for b in (a.len() as u64).to_le_bytes() {
+            eat(b);
+        }
+        for &b in a {
+            eat(b);
+        }
+    }
+    h
+}
+
+/// Checks a request-id's length.
+pub fn valid_id(id: &[u8]) -> bool {
+    (1..=MAX_ID_LEN).contains(&id.len())
+}
+
+/// Where a command's `ID request-id` and `BLOCK` value sit among its
+/// options (indexes into the arguments).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Spots {
+    pub id: Option<usize>,
+    pub block: Option<usize>,
+}
+
+/// Reads the options from `start` as the commands do (`KEEP` alone, every
+/// other name with its value, the last of a repeated one winning) and says
+/// where `ID`'s and `BLOCK`'s values are. An `ID` without its value is a
+/// syntax error, a request-id of the wrong length its own error; anything
+/// else wrong is the command's to report.
+pub fn spots<A: Arg>(args: &[A], start: usize) -> Result<Spots, Error> {
+    let mut out = Spots::default();
+    let mut i = start;
+    while i < args.len() {
+        let name = args[i].bytes();
+        if name.eq_ignore_ascii_case(b"KEEP") {
+            i += 1;
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"ID") {
+            let id = args.get(i + 1).ok_or(Error::Syntax)?;
+            if !valid_id(id.bytes()) {
+                return Err(Error::RequestIdLength);
+            }
+            out.id = Some(i + 1);
+        } else if name.eq_ignore_ascii_case(b"BLOCK") {
+            out.block = Some(i + 1);
+        }
+        i += 2;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

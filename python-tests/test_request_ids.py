@@ -1,0 +1,311 @@
+"""SPEC: Retries (ID) — a changing command resent with the same key(s),
+holder and request-id answers its first reply and changes nothing: while
+held, for id-memory-ms after the request that freed the key, on replicas,
+after a promotion and after restarts; a BLOCK request granted after its
+client stopped waiting answers its fence; a resend while it still waits
+takes its place; the same id with other arguments is an error; a pipeline
+resent whole ends where the first sending left it; memory is bounded."""
+
+import socket
+import time
+
+import pytest
+import redis
+
+from conftest import wait_blocked, wait_for
+from test_durability import start_pair
+from test_effects import resp
+
+
+def info(r, cmd, key):
+    raw = r.execute_command(cmd, key)
+    return None if raw is None else dict(zip(raw[::2], raw[1::2]))
+
+
+def events(r, key):
+    """A pubsub that counts keyspace events on `key`."""
+    r.config_set("notify-keyspace-events", "KEA")
+    p = r.pubsub()
+    p.psubscribe(f"__keyspace@0__:{key}")
+    p.get_message(timeout=1)
+    return p
+
+
+def drain(p):
+    seen = []
+    while (m := p.get_message(timeout=0.2)) is not None:
+        if m["type"] == "pmessage":
+            seen.append(m["data"])
+    return seen
+
+
+# (setup commands, the command resent, the INFO command) for each kind.
+CASES = {
+    "lock.acquire": ([], ["LOCK.ACQUIRE", "k", "h", 60000], "LOCK.INFO"),
+    "lock.reacquire": ([["LOCK.ACQUIRE", "k", "h", 60000]], ["LOCK.ACQUIRE", "k", "h", 60000], "LOCK.INFO"),
+    "lock.reenter": ([["LOCK.ACQUIRE", "k", "h", 60000]], ["LOCK.REENTER", "k", "h", 60000], "LOCK.INFO"),
+    "lock.extend": ([["LOCK.ACQUIRE", "k", "h", 60000]], ["LOCK.EXTEND", "k", "h", 90000], "LOCK.INFO"),
+    "lock.release": ([["LOCK.ACQUIRE", "k", "h", 60000]] * 2, ["LOCK.RELEASE", "k", "h"], "LOCK.INFO"),
+    "sem.acquire": ([], ["SEM.ACQUIRE", "k", "h", 5, 60000, "PERMITS", 1], "SEM.INFO"),
+    "sem.extend": ([["SEM.ACQUIRE", "k", "h", 5, 60000]], ["SEM.EXTEND", "k", "h", 90000], "SEM.INFO"),
+    "sem.release": ([["SEM.ACQUIRE", "k", "h", 5, 60000, "PERMITS", 3]], ["SEM.RELEASE", "k", "h", "PERMITS", 1], "SEM.INFO"),
+    "rwlock.acquire": ([], ["RWLOCK.ACQUIRE", "k", "h", "READ", 60000], "RWLOCK.INFO"),
+    "rwlock.extend": ([["RWLOCK.ACQUIRE", "k", "h", "READ", 60000]], ["RWLOCK.EXTEND", "k", "h", 90000], "RWLOCK.INFO"),
+    "rwlock.release": ([["RWLOCK.ACQUIRE", "k", "h", "READ", 60000]] * 2, ["RWLOCK.RELEASE", "k", "h", "READ"], "RWLOCK.INFO"),
+    "lock.macquire": ([], ["LOCK.MACQUIRE", 2, "k", "k2", "h", 60000], "LOCK.INFO"),
+    "lock.mrelease": ([["LOCK.MACQUIRE", 2, "k", "k2", "h", 60000]] * 2, ["LOCK.MRELEASE", 2, "k", "k2", "h"], "LOCK.INFO"),
+}
+
+
+def without_ttl(i):
+    """INFO without the lease left (which runs down), per key and per holder."""
+    out = {k: v for k, v in (i or {}).items() if k != b"ttl"}
+    if b"holders" in out:
+        out[b"holders"] = [h[:-1] if isinstance(h, list) else h for h in out[b"holders"]]
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_resend_answers_the_first_reply_and_changes_nothing(r, case):
+    setup, cmd, info_cmd = CASES[case]
+    for c in setup:
+        r.execute_command(*c)
+    first = r.execute_command(*cmd, "ID", "req-1")
+    assert first is not None
+    state = without_ttl(info(r, info_cmd, "k"))
+    ttl = r.pttl("k")
+    p = events(r, "k")
+    time.sleep(0.05)
+    for _ in range(3):
+        assert r.execute_command(*cmd, "ID", "req-1") == first
+    assert without_ttl(info(r, info_cmd, "k")) == state
+    # No lease reset: the lease only went down.
+    assert r.pttl("k") <= ttl
+    assert drain(p) == []
+    assert r.info("padlock")["padlock_requests_replayed"] == 3
+    # A new id is a new request.
+    if case in ("lock.acquire", "lock.reacquire", "lock.reenter"):
+        r.execute_command(*cmd, "ID", "req-2")
+        assert info(r, info_cmd, "k")[b"count"] == state[b"count"] + 1
+
+
+def test_without_id_a_resend_applies_twice(r):
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000)
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000)
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 2
+
+
+def test_a_resent_final_release_answers_0_and_leaves_the_next_holder(r):
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    assert r.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
+    fence = r.execute_command("LOCK.ACQUIRE", "k", "other", 60000)
+    assert r.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
+    got = info(r, "LOCK.INFO", "k")
+    assert (got[b"holder"], got[b"fence"], got[b"count"]) == (b"other", fence, 1)
+    # And the resent acquire does not take the lock again.
+    r.execute_command("LOCK.RELEASE", "k", "other")
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    assert not r.exists("k")
+
+
+def test_the_same_id_with_other_arguments_is_an_error(r):
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    for other in (["LOCK.ACQUIRE", "k", "h", 5000], ["LOCK.ACQUIRE", "k", "h", 60000, "KEEP"],
+                  ["LOCK.EXTEND", "k", "h", 60000], ["LOCK.RELEASE", "k", "h"]):
+        with pytest.raises(redis.ResponseError, match="request-id 'a' was used for another request"):
+            r.execute_command(*other, "ID", "a")
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 1
+    r.execute_command("SEM.ACQUIRE", "s", "h", 5, 1000, "PERMITS", 1, "ID", "p")
+    with pytest.raises(redis.ResponseError, match="another request"):
+        r.execute_command("SEM.ACQUIRE", "s", "h", 5, 1000, "PERMITS", 2, "ID", "p")
+    r.execute_command("RWLOCK.ACQUIRE", "rw", "h", "READ", 1000, "ID", "m")
+    with pytest.raises(redis.ResponseError, match="another request"):
+        r.execute_command("RWLOCK.ACQUIRE", "rw", "h", "WRITE", 1000, "ID", "m")
+
+
+def test_bad_ids_are_refused_and_id_is_only_an_option(r):
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r.execute_command("LOCK.ACQUIRE", "k", "h", 1000, "ID")
+    with pytest.raises(redis.ResponseError, match="request-id must be 1 to 64 bytes"):
+        r.execute_command("LOCK.ACQUIRE", "k", "h", 1000, "ID", "")
+    with pytest.raises(redis.ResponseError, match="request-id must be 1 to 64 bytes"):
+        r.execute_command("LOCK.ACQUIRE", "k", "h", 1000, "ID", "x" * 65)
+    assert not r.exists("k")
+    # A holder or key named ID is not the option.
+    assert r.execute_command("LOCK.ACQUIRE", "ID", "ID", 1000, "ID", "x" * 64) > 0
+    assert r.execute_command("LOCK.ACQUIRE", "ID", "ID", 1000, "ID", "x" * 64) > 0
+    assert info(r, "LOCK.INFO", "ID")[b"count"] == 1
+    # Options in any order, ID among them.
+    r.execute_command("SEM.ACQUIRE", "s", "h", 5, 1000, "ID", "q", "PERMITS", 2, "KEEP")
+    r.execute_command("SEM.ACQUIRE", "s", "h", 5, 1000, "ID", "q", "PERMITS", 2, "KEEP")
+    assert info(r, "SEM.INFO", "s")[b"used"] == 2
+
+
+def test_a_pipeline_resent_whole_ends_where_the_first_sending_left(r):
+    def send():
+        p = r.pipeline(transaction=False)
+        p.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+        p.execute_command("LOCK.RELEASE", "k", "h", "ID", "b")
+        p.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "c")
+        p.execute_command("SEM.ACQUIRE", "s", "h", 2, 60000, "ID", "d")
+        p.execute_command("SEM.RELEASE", "s", "h", "ID", "e")
+        return p.execute()
+
+    first = send()
+    state = (without_ttl(info(r, "LOCK.INFO", "k")), r.exists("s"))
+    assert first[1] == 0 and first[4] == 0 and first[0] != first[2]
+    assert send() == first
+    assert (without_ttl(info(r, "LOCK.INFO", "k")), r.exists("s")) == state
+    assert state[1] == 0 and state[0][b"count"] == 1
+
+
+def raw_conn(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(5)
+    return s
+
+
+def test_a_block_request_granted_after_its_client_gave_up_answers_its_fence(r, server):
+    r.execute_command("LOCK.ACQUIRE", "k", "owner", 60000)
+    gave_up = raw_conn(server.port)
+    gave_up.sendall(resp("LOCK.ACQUIRE", "k", "w", 60000, "BLOCK", 30000, "ID", "z"))
+    wait_blocked(r, 1)
+    r.execute_command("LOCK.RELEASE", "k", "owner")
+    assert wait_for(lambda: info(r, "LOCK.INFO", "k")[b"holder"] == b"w")
+    fence = info(r, "LOCK.INFO", "k")[b"fence"]
+    # The reply sits unread on the first connection; a resend on another
+    # learns that it holds, without a second reentry.
+    other = server.client()
+    assert other.execute_command("LOCK.ACQUIRE", "k", "w", 60000, "BLOCK", 1000, "ID", "z") == fence
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 1
+    gave_up.close()
+
+
+def test_a_resend_while_queued_takes_its_place(r, server, bg):
+    r.execute_command("LOCK.ACQUIRE", "k", "owner", 60000)
+    first = bg("LOCK.ACQUIRE", "k", "w", 60000, "BLOCK", 0, "ID", "z")
+    wait_blocked(r, 1)
+    behind = bg("LOCK.ACQUIRE", "k", "x", 60000, "BLOCK", 0)
+    wait_blocked(r, 2)
+    resent = bg("LOCK.ACQUIRE", "k", "w", 60000, "BLOCK", 20000, "ID", "z")
+    # The older sending is answered nil; the resend waits in its place.
+    assert first.result() is None
+    assert blocked(r) == 2
+    r.execute_command("LOCK.RELEASE", "k", "owner")
+    fence = resent.result()
+    assert info(r, "LOCK.INFO", "k")[b"holder"] == b"w" and fence == info(r, "LOCK.INFO", "k")[b"fence"]
+    assert not behind.done()
+    r.execute_command("LOCK.RELEASE", "k", "w")
+    assert behind.result() > fence
+
+
+def blocked(r):
+    return r.info("padlock")["padlock_blocked_clients"]
+
+
+def test_max_remembered_ids_forgets_the_oldest_freed_first(r):
+    r.config_set("padlock.max-remembered-ids", 4)
+    for i in range(6):
+        r.execute_command("LOCK.ACQUIRE", f"k{i}", "h", 60000)
+        assert r.execute_command("LOCK.RELEASE", f"k{i}", "h", "ID", f"r{i}") == 0
+    assert r.info("padlock")["padlock_request_ids"] <= 4
+    with pytest.raises(redis.ResponseError, match="NOTHELD"):
+        r.execute_command("LOCK.RELEASE", "k0", "h", "ID", "r0")
+    assert r.execute_command("LOCK.RELEASE", "k5", "h", "ID", "r5") == 0
+    # Held keys do not count against it: their ids stay.
+    r.execute_command("LOCK.ACQUIRE", "held", "h", 60000, "ID", "keep-me")
+    for i in range(6, 12):
+        r.execute_command("LOCK.ACQUIRE", f"k{i}", "h", 60000)
+        r.execute_command("LOCK.RELEASE", f"k{i}", "h", "ID", f"r{i}")
+    r.execute_command("LOCK.ACQUIRE", "held", "h", 60000, "ID", "keep-me")
+    assert info(r, "LOCK.INFO", "held")[b"count"] == 1
+
+
+def test_max_ids_per_holder_keeps_the_newest(r):
+    r.config_set("padlock.max-ids-per-holder", 2)
+    for i in range(3):
+        r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", f"a{i}")
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 3
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a2")
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a1")
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 3
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a0")
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 4
+
+
+def test_id_memory_ms_after_the_free_but_kept_while_held(r):
+    r.config_set("padlock.id-memory-ms", 200)
+    r.execute_command("LOCK.ACQUIRE", "held", "h", 60000, "ID", "a")
+    r.execute_command("LOCK.ACQUIRE", "freed", "h", 60000)
+    r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "b")
+    time.sleep(0.6)
+    assert wait_for(lambda: r.info("padlock")["padlock_request_ids"] == 1)
+    r.execute_command("LOCK.ACQUIRE", "held", "h", 60000, "ID", "a")
+    assert info(r, "LOCK.INFO", "held")[b"count"] == 1
+    with pytest.raises(redis.ResponseError, match="NOTHELD"):
+        r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "b")
+
+
+def test_flush_forgets(r):
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    r.flushall()
+    assert r.info("padlock")["padlock_request_ids"] == 0
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    assert r.exists("k")
+
+
+def test_a_promoted_replica_answers_the_resend(make_server):
+    master, replica, m, rep = start_pair(make_server)
+    fence = m.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    m.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "b")
+    assert m.execute_command("LOCK.RELEASE", "k", "h", "ID", "c") == 1
+    granted = m.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "d")
+    assert m.wait(1, 2000) == 1
+    rep.execute_command("REPLICAOF", "NO", "ONE")
+    assert rep.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a") == fence
+    assert rep.execute_command("LOCK.RELEASE", "k", "h", "ID", "c") == 1
+    assert rep.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "d") == granted
+    assert info(rep, "LOCK.INFO", "k")[b"count"] == 1
+    assert info(rep, "SEM.INFO", "s")[b"used"] == 2
+
+
+@pytest.mark.parametrize("how", ["aof", "aof-no-preamble", "rdb", "debug-reload"])
+def test_ids_survive_a_restart(make_server, how):
+    extra = {
+        "aof": ["--appendonly", "yes"],
+        "aof-no-preamble": ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"],
+        "rdb": [],
+        "debug-reload": ["--enable-debug-command", "yes"],
+    }[how]
+    s = make_server(extra=extra)
+    r = s.client()
+    fence = r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "b")
+    r.execute_command("LOCK.ACQUIRE", "f", "h", 60000)
+    assert r.execute_command("LOCK.RELEASE", "f", "h", "ID", "c") == 0
+    fences = r.execute_command("LOCK.MACQUIRE", 2, "x", "y", "h", 60000, "ID", "d")
+    if how == "aof-no-preamble":
+        r.bgrewriteaof()
+        assert wait_for(lambda: r.info("persistence")["aof_rewrite_in_progress"] == 0)
+        time.sleep(0.2)
+    if how == "debug-reload":
+        r.execute_command("DEBUG", "RELOAD")
+    else:
+        s.restart(save=how == "rdb")
+        r = s.client()
+    assert r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a") == fence
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 2
+    assert r.execute_command("LOCK.MACQUIRE", 2, "x", "y", "h", 60000, "ID", "d") == fences
+    assert info(r, "LOCK.INFO", "x")[b"count"] == 1
+    if how != "aof-no-preamble":
+        # A freed key's ids are saved apart from the keys (the RDB, or the
+        # AOF's own stream); a rewrite without a preamble keeps only those
+        # of keys it writes.
+        assert r.execute_command("LOCK.RELEASE", "f", "h", "ID", "c") == 0
+
+
+def test_the_effect_is_for_replication_only(r):
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("PADLOCK.REQUESTID", "k", "h", "a", 1, 1, "I", 5)
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    assert r.info("padlock")["padlock_request_ids"] == 1

@@ -1,0 +1,241 @@
+//! `ID request-id` on the changing commands (the SPEC's "Retries"): a
+//! resend with the same key(s), holder and id answers the first reply and
+//! changes nothing. The rules of what is remembered, and for how long, are
+//! `core::ids`; here a command is looked up before its body runs, its
+//! reply remembered (and replicated) after, a queued wait's id goes with
+//! it until it is granted, and the memory is saved with the RDB and the
+//! AOF (`saved`) and pruned by its own timer (`prune`).
+
+mod prune;
+pub mod saved;
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use redis_module::{Context, RedisString, RedisValue};
+
+use super::blocking::{self, Reply};
+use super::config;
+use super::info::bump;
+use super::server::now_ms;
+use crate::core::args::{parse_int, Arg};
+use crate::core::error::Error;
+use crate::core::ids::{self, Address, Answer, Bounds, Found, Memory, Remembered, Spots};
+
+/// Where a command's positional arguments end: `After(n)` for `key holder
+/// ...` with n of them, `AfterKeys(n)` for `numkeys key [key ...] holder
+/// ...` with n after the keys. `No`: the command takes no `ID`.
+#[derive(Clone, Copy, Debug)]
+pub enum Ids {
+    No,
+    After(usize),
+    AfterKeys(usize),
+}
+
+/// Replays answered from memory.
+pub static REPLAYED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static MEMORY: RefCell<Memory> = RefCell::new(Memory::default());
+    /// The request-id of the command running now, for a wait it queues.
+    static CURRENT: RefCell<Option<Tag>> = const { RefCell::new(None) };
+}
+
+/// A request's id where it applies: what a queued wait carries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tag {
+    pub at: Address,
+    pub id: Box<[u8]>,
+    pub print: u64,
+}
+
+pub fn with<R>(f: impl FnOnce(&mut Memory) -> R) -> R {
+    MEMORY.with(|m| f(&mut m.borrow_mut()))
+}
+
+fn bounds() -> Bounds {
+    Bounds {
+        memory_ms: config::ID_MEMORY_MS.load(Relaxed),
+        per_holder: config::MAX_IDS_PER_HOLDER.load(Relaxed) as usize,
+    }
+}
+
+/// The index of the first option of a command's arguments (name at 0).
+fn options_start(ids: Ids, args: &[impl Arg]) -> Option<usize> {
+    match ids {
+        Ids::No => None,
+        Ids::After(n) => Some(1 + n),
+        Ids::AfterKeys(n) => {
+            let keys = parse_int(args.get(1)?.bytes()).filter(|&k| k >= 1)?;
+            Some(2 + usize::try_from(keys).ok()? + n)
+        }
+    }
+}
+
+/// Where `ID` sits in a command's arguments, if it was given.
+pub fn spots(ids: Ids, args: &[impl Arg]) -> Result<Option<Spots>, Error> {
+    let Some(start) = options_start(ids, args) else {
+        return Ok(None);
+    };
+    if start > args.len() {
+        return Ok(None);
+    }
+    let s = ids::spots(args, start)?;
+    Ok(s.id.map(|_| s))
+}
+
+/// The group a command's request belongs to: its (first) key and holder.
+fn address(ctx: &Context, ids: Ids, args: &[RedisString]) -> Option<Address> {
+    let (key, holder) = match ids {
+        Ids::No => return None,
+        Ids::After(_) => (args.get(1)?, args.get(2)?),
+        Ids::AfterKeys(_) => {
+            let n = parse_int(args.get(1)?.bytes())? as usize;
+            (args.get(2)?, args.get(2 + n)?)
+        }
+    };
+    Some(Address {
+        db: blocking::selected_db(ctx),
+        key: key.bytes().into(),
+        holder: holder.bytes().into(),
+    })
+}
+
+/// The request's arguments but its id (and `BLOCK`'s value: a resend may
+/// wait less), hashed; the name in lower case.
+fn print_of(args: &[RedisString], s: &Spots) -> u64 {
+    let name = args.first().map(|a| a.bytes().to_ascii_lowercase());
+    let skip = |i: usize| Some(i) == s.id || Some(i + 1) == s.id || Some(i) == s.block;
+    let rest = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(move |(i, _)| !skip(*i))
+        .map(|(_, a)| a.bytes());
+    ids::print(name.as_deref().into_iter().chain(rest))
+}
+
+fn to_answer(v: &RedisValue) -> Option<Answer> {
+    match v {
+        RedisValue::Integer(i) => Some(Answer::Int(*i)),
+        RedisValue::Array(vs) => vs
+            .iter()
+            .map(|x| match x {
+                RedisValue::Integer(i) => Some(*i),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Answer::Ints),
+        _ => None,
+    }
+}
+
+fn from_answer(a: &Answer) -> RedisValue {
+    match a {
+        Answer::Int(i) => RedisValue::Integer(*i),
+        Answer::Ints(vs) => RedisValue::Array(vs.iter().map(|v| RedisValue::Integer(*v)).collect()),
+    }
+}
+
+fn reply_answer(r: &Reply) -> Option<Answer> {
+    match r {
+        Reply::Int(i) => Some(Answer::Int(*i)),
+        Reply::Ints(vs) => Some(Answer::Ints(vs.clone())),
+        Reply::Nil | Reply::Error(_) => None,
+    }
+}
+
+/// Runs a command that carries `ID`: `full` are its arguments as sent,
+/// `args` without the id, which is all `body` sees.
+pub fn run(
+    ctx: &Context,
+    ids: Ids,
+    full: &[RedisString],
+    args: &[RedisString],
+    s: Spots,
+    body: impl FnOnce(&Context, &[RedisString]) -> Result<RedisValue, Error>,
+) -> Result<RedisValue, Error> {
+    let (Some(at), Some(id)) = (address(ctx, ids, full), s.id.and_then(|i| full.get(i))) else {
+        return body(ctx, args);
+    };
+    let tag = Tag {
+        at,
+        id: id.bytes().into(),
+        print: print_of(full, &s),
+    };
+    let found = with(|m| match m.find(&tag.at, &tag.id, tag.print) {
+        Found::New => Ok(None),
+        Found::Replay(a) => Ok(Some(from_answer(a))),
+        Found::Other => Err(Error::RequestIdReused(tag.id.to_vec())),
+    })?;
+    if let Some(v) = found {
+        bump(&REPLAYED);
+        return Ok(v);
+    }
+    if let Some(v) = super::waiting::take_place(ctx, &tag, s.block.and_then(|i| full.get(i)))? {
+        return Ok(v);
+    }
+    let before = CURRENT.replace(Some(tag.clone()));
+    let result = body(ctx, args);
+    CURRENT.set(before);
+    if let Ok(v) = &result {
+        if let Some(answer) = to_answer(v) {
+            remember(ctx, tag, answer);
+        }
+    }
+    result
+}
+
+/// The id of the command running now (`waiting::wait` queues it with the
+/// waiter).
+pub fn current() -> Option<Tag> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// A queued request with an id was granted: remembered as applied, so a
+/// resend after its client gave up learns that it holds. Runs with the
+/// waiter's database selected.
+pub fn granted(ctx: &Context, tag: Tag, reply: &Reply) {
+    if let Some(answer) = reply_answer(reply) {
+        remember(ctx, tag, answer);
+    }
+}
+
+/// Remembers an applied request here and on replicas.
+fn remember(ctx: &Context, tag: Tag, answer: Answer) {
+    let r = Remembered {
+        id: tag.id,
+        print: tag.print,
+        answer,
+        at_ms: now_ms(),
+    };
+    saved::replicate(ctx, &tag.at, &r);
+    with(|m| m.remember(tag.at, r, bounds()));
+    prune::after_remember(ctx);
+}
+
+/// A grant taken back (its reply never reached the client): the request
+/// did not apply after all.
+pub fn taken_back(ctx: &Context, tag: &Tag) {
+    with(|m| m.forget_id(&tag.at, &tag.id));
+    saved::replicate_forget(ctx, tag);
+}
+
+/// `FLUSHDB` (`Some(db)`) or `FLUSHALL`: what applied to the flushed keys
+/// is gone with them.
+pub fn flushed(db: Option<i32>) {
+    MEMORY.with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            m.forget_db(db);
+        }
+    });
+}
+
+pub fn init(ctx: &Context) {
+    prune::init(ctx);
+}
+
+/// For `INFO padlock`: ids remembered now.
+pub fn remembered() -> i64 {
+    MEMORY.with(|m| m.try_borrow().map_or(0, |m| m.len() as i64))
+}

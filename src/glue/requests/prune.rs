@@ -1,0 +1,91 @@
+//! Forgetting: a group of ids comes due `id-memory-ms` after its latest
+//! request; if its holder still holds the key it is kept another
+//! `id-memory-ms`, else forgotten. Past `max-remembered-ids` the oldest
+//! groups go first (a held one is moved back instead). Its own timer, a
+//! bounded batch per firing, so no command pays for another's memory.
+
+use std::os::raw::c_void;
+use std::sync::atomic::Ordering::Relaxed;
+
+use redis_module::{raw, Context, RedisString};
+
+use super::{bounds, with};
+use crate::core::ids::Address;
+use crate::glue::blocking::{self, OneShot};
+use crate::glue::config;
+use crate::glue::key::Key;
+use crate::glue::server::now_ms;
+
+/// Groups looked at per timer firing, and per remembered request when past
+/// `max-remembered-ids`.
+const BATCH: usize = 1000;
+const PER_REQUEST: usize = 4;
+
+thread_local! {
+    static TIMER: OneShot = const { OneShot::new() };
+}
+
+pub fn init(ctx: &Context) {
+    TIMER.with(|t| t.init(ctx, fire));
+}
+
+unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    TIMER.with(|t| t.fired());
+    let ctx = Context::new(ctx);
+    crate::glue::guard::call((), || prune(&ctx, BATCH));
+}
+
+/// After a request was remembered: keeps within `max-remembered-ids` and
+/// makes sure the timer will come.
+pub fn after_remember(ctx: &Context) {
+    let max = config::MAX_REMEMBERED_IDS.load(Relaxed).max(0) as usize;
+    let now = now_ms();
+    let memory_ms = bounds().memory_ms;
+    for _ in 0..PER_REQUEST {
+        let Some(at) = with(|m| (m.len() > max).then(|| m.oldest().cloned()).flatten()) else {
+            break;
+        };
+        decide(ctx, &at, now, memory_ms);
+    }
+    rearm(now);
+}
+
+/// Looks at up to `budget` groups that are due.
+fn prune(ctx: &Context, budget: usize) {
+    let now = now_ms();
+    let memory_ms = bounds().memory_ms;
+    for _ in 0..budget {
+        let Some(at) = with(|m| m.due(now).cloned()) else {
+            break;
+        };
+        decide(ctx, &at, now, memory_ms);
+    }
+    rearm(now);
+}
+
+/// Keeps a group whose holder still holds its key, forgets it otherwise.
+fn decide(ctx: &Context, at: &Address, now: i64, memory_ms: i64) {
+    if holds(ctx, at, now) {
+        with(|m| m.keep_until(at, now.saturating_add(memory_ms)));
+    } else {
+        with(|m| m.forget(at));
+    }
+}
+
+fn rearm(now: i64) {
+    if let Some(at) = with(|m| m.next_due()) {
+        TIMER.with(|t| t.arm(at.max(now + 1)));
+    }
+}
+
+/// Whether the group's holder holds its key now (read, never written).
+fn holds(ctx: &Context, at: &Address, now: i64) -> bool {
+    blocking::in_db(ctx, at.db, || {
+        let name = RedisString::create_from_slice(ctx.ctx, &at.key);
+        let key = Key::read(ctx, &name);
+        match key.stored() {
+            Ok(Some(v)) => v.held(now).holders().any(|h| **h == *at.holder),
+            _ => false,
+        }
+    })
+}
