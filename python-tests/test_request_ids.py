@@ -309,3 +309,9 @@ def test_the_effect_is_for_replication_only(r):
         r.execute_command("PADLOCK.REQUESTID", "k", "h", "a", 1, 1, "I", 5)
     r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
     assert r.info("padlock")["padlock_request_ids"] == 1
+
+
+def test_key_lookups_see_the_keys_not_the_id(r):
+    assert r.execute_command("COMMAND", "GETKEYS", "LOCK.MACQUIRE", 2, "a", "b", "h", 1000, "ID", "x") == [b"a", b"b"]
+    assert r.execute_command("COMMAND", "GETKEYS", "LOCK.MRELEASE", 1, "a", "h", "ID", "x") == [b"a"]
+    assert r.execute_command("COMMAND", "GETKEYS", "LOCK.ACQUIRE", "a", "h", 1000, "ID", "x") == [b"a"]
