@@ -312,6 +312,7 @@ def test_the_effect_is_for_replication_only(r):
 
 
 def test_key_lookups_see_the_keys_not_the_id(r):
-    assert r.execute_command("COMMAND", "GETKEYS", "LOCK.MACQUIRE", 2, "a", "b", "h", 1000, "ID", "x") == [b"a", b"b"]
-    assert r.execute_command("COMMAND", "GETKEYS", "LOCK.MRELEASE", 1, "a", "h", "ID", "x") == [b"a"]
-    assert r.execute_command("COMMAND", "GETKEYS", "LOCK.ACQUIRE", "a", "h", 1000, "ID", "x") == [b"a"]
+    from test_docs import raw
+    assert raw(r, "COMMAND", "GETKEYS", "LOCK.MACQUIRE", 2, "a", "b", "h", 1000, "ID", "x") == [b"a", b"b"]
+    assert raw(r, "COMMAND", "GETKEYS", "LOCK.MRELEASE", 1, "a", "h", "ID", "x") == [b"a"]
+    assert raw(r, "COMMAND", "GETKEYS", "LOCK.ACQUIRE", "a", "h", 1000, "ID", "x") == [b"a"]
