@@ -62,13 +62,46 @@ pub struct Bounds {
     pub per_holder: usize,
 }
 
+/// A quick multiply-rotate hash for the memory's maps: their keys come
+/// from clients, but a map only ever holds what `max-remembered-ids` and
+/// the held keys bound, and every command pays for the hashing.
+#[derive(Default, Clone, Copy)]
+pub struct Quick(u64);
+
+impl std::hash::Hasher for Quick {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write(&n.to_le_bytes());
+    }
+
+    /// Mixed, so that the low bits (a table's bucket) depend on every
+    /// input bit.
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
+    }
+}
+
+type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Quick>>;
+
 /// A database's groups, by key and holder.
-type Keys = HashMap<Box<[u8]>, HashMap<Box<[u8]>, Group>>;
+type Keys = Map<Box<[u8]>, Map<Box<[u8]>, Group>>;
 
 /// Every group, and the order in which they come due.
 #[derive(Debug, Default)]
 pub struct Memory {
-    groups: HashMap<i32, Keys>,
+    groups: Map<i32, Keys>,
     count: usize,
     order: BTreeSet<(i64, u64, Address)>,
     seq: u64,

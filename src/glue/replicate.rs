@@ -230,6 +230,42 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     }
 }
 
+/// `PADLOCK.REQUESTID key holder id at-ms print I value` (see
+/// `requests::saved`): key, holder and id are the command's own arguments
+/// when they are (always, but for a waiter granted later).
+pub fn request_id(ctx: &Context, words: [&[u8]; 3], at_ms: i64, print: u64, value: i64) {
+    let mut m = Made::new(ctx);
+    let [k, h, i] = words.map(|w| argument(w).unwrap_or_else(|| m.make(w)));
+    let (mut a, mut p, mut v) = (
+        itoa::Buffer::new(),
+        itoa::Buffer::new(),
+        itoa::Buffer::new(),
+    );
+    let ((ap, al), (pp, pl), (vp, vl)) = (
+        digits(&mut a, at_ms),
+        digits(&mut p, print as i64),
+        digits(&mut v, value),
+    );
+    // SAFETY: as in `lock_set`; "c" is a C string that lives for good.
+    unsafe {
+        rm!(RedisModule_Replicate)(
+            ctx.ctx,
+            c"padlock.requestid".as_ptr(),
+            c"sssbbcb".as_ptr(),
+            k,
+            h,
+            i,
+            ap,
+            al,
+            pp,
+            pl,
+            c"I".as_ptr(),
+            vp,
+            vl,
+        );
+    }
+}
+
 pub fn del(ctx: &Context, key: &RedisString) {
     // SAFETY: format "s" with one live string.
     unsafe {

@@ -10,6 +10,7 @@ mod prune;
 pub mod saved;
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis_module::{Context, RedisString, RedisValue};
@@ -38,7 +39,7 @@ pub static REPLAYED: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     static MEMORY: RefCell<Memory> = RefCell::new(Memory::default());
     /// The request-id of the command running now, for a wait it queues.
-    static CURRENT: RefCell<Option<Tag>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Option<Rc<Tag>>> = const { RefCell::new(None) };
 }
 
 /// A request's id where it applies: what a queued wait carries.
@@ -158,11 +159,11 @@ pub fn run(
     let (Some(at), Some(id)) = (address(ctx, ids, full), s.id.and_then(|i| full.get(i))) else {
         return body(ctx, args);
     };
-    let tag = Tag {
+    let tag = Rc::new(Tag {
         at,
         id: id.bytes().into(),
         print: print_of(full, &s),
-    };
+    });
     let found = with(|m| match m.find(&tag.at, &tag.id, tag.print) {
         Found::New => Ok(None),
         Found::Replay(a) => Ok(Some(from_answer(a))),
@@ -175,7 +176,7 @@ pub fn run(
     if let Some(v) = super::waiting::take_place(ctx, &tag, s.block.and_then(|i| full.get(i)))? {
         return Ok(v);
     }
-    let before = CURRENT.replace(Some(tag.clone()));
+    let before = CURRENT.replace(Some(Rc::clone(&tag)));
     let result = body(ctx, args);
     CURRENT.set(before);
     if let Ok(v) = &result {
@@ -188,21 +189,22 @@ pub fn run(
 
 /// The id of the command running now (`waiting::wait` queues it with the
 /// waiter).
-pub fn current() -> Option<Tag> {
+pub fn current() -> Option<Rc<Tag>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
 /// A queued request with an id was granted: remembered as applied, so a
 /// resend after its client gave up learns that it holds. Runs with the
 /// waiter's database selected.
-pub fn granted(ctx: &Context, tag: Tag, reply: &Reply) {
+pub fn granted(ctx: &Context, tag: Rc<Tag>, reply: &Reply) {
     if let Some(answer) = reply_answer(reply) {
         remember(ctx, tag, answer);
     }
 }
 
 /// Remembers an applied request here and on replicas.
-fn remember(ctx: &Context, tag: Tag, answer: Answer) {
+fn remember(ctx: &Context, tag: Rc<Tag>, answer: Answer) {
+    let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
     let r = Remembered {
         id: tag.id,
         print: tag.print,

@@ -82,7 +82,16 @@ fn send(ctx: &Context, w: &[Vec<u8>]) {
 }
 
 pub fn replicate(ctx: &Context, at: &Address, r: &Remembered) {
-    send(ctx, &words(at, &r.id, Some(r)));
+    match r.answer {
+        Answer::Int(v) => crate::glue::replicate::request_id(
+            ctx,
+            [&at.key, &at.holder, &r.id],
+            r.at_ms,
+            r.print,
+            v,
+        ),
+        Answer::Ints(_) => send(ctx, &words(at, &r.id, Some(r))),
+    }
 }
 
 pub fn replicate_forget(ctx: &Context, tag: &Tag) {

@@ -4,6 +4,7 @@
 //! and the client is disconnected so that it does not wait forever.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use redis_module::{Context, RedisString};
 
@@ -20,7 +21,7 @@ pub struct Undo {
     pub holder: Vec<u8>,
     pub take_back: Box<dyn TakeBack>,
     /// The grant's request-id: forgotten with the grant.
-    pub request: Option<Tag>,
+    pub request: Option<Rc<Tag>>,
 }
 
 thread_local! {

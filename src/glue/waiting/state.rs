@@ -178,7 +178,7 @@ pub struct Waiter {
     /// When it started waiting (unix ms).
     pub since: i64,
     /// Its `ID request-id`, if it came with one.
-    pub request: Option<Tag>,
+    pub request: Option<Rc<Tag>>,
 }
 
 /// A queued request's id where it applies (without its hash).
@@ -226,7 +226,7 @@ impl State {
     pub fn queued(&self, tag: &Tag) -> Option<WaiterId> {
         let id = *self.by_request.get(&(tag.at.clone(), tag.id.clone()))?;
         let (_, e) = self.waiters.get(id)?;
-        (e.payload.request.as_ref() == Some(tag)).then_some(id)
+        (e.payload.request.as_deref() == Some(tag)).then_some(id)
     }
 }
 
