@@ -1,5 +1,5 @@
-"""What the sync and asyncio flavours share: errors, holder ids, the
-argument lists of each command, and the retry schedule of -TRYAGAIN."""
+"""What the sync and asyncio flavours share: errors, holder ids and the
+replies' shapes (how requests are resent is `_retry`)."""
 
 from __future__ import annotations
 
@@ -58,17 +58,6 @@ def is_try_again(err: Exception) -> bool:
     return isinstance(err, redis.exceptions.TryAgainError) or (
         isinstance(err, redis.ResponseError) and str(err).startswith("TRYAGAIN")
     )
-
-
-def is_keep_unknown(err: Exception) -> bool:
-    """A server without `KEEP` (older padlock) answers a syntax error."""
-    return isinstance(err, redis.ResponseError) and "syntax error" in str(err)
-
-
-def backoff(attempt: int) -> float:
-    """Seconds before the next try during a restart grace: 50 ms doubling
-    up to 1 s."""
-    return float(min(0.05 * (2 ** attempt), 1.0))
 
 
 def block_args(blocking: bool, timeout: Optional[float]) -> list[Any]:

@@ -11,6 +11,7 @@ ends with `LockLostError`.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import redis
@@ -24,13 +25,21 @@ from ._common import (
     NotHeldError,
     as_map,
     as_str,
-    backoff,
-    is_keep_unknown,
     is_try_again,
     new_holder,
     parse_graph,
     to_ms,
     translate,
+)
+from ._retry import (
+    CONNECTION_ERRORS,
+    Verdict,
+    is_unknown_option,
+    lost_message,
+    pause,
+    request_id,
+    verdict,
+    with_id,
 )
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
@@ -49,7 +58,10 @@ class _Source:
 
     async def get(self, command: str) -> Any:
         if self.pool is not None:
-            return await self.pool.get_connection(command)
+            try:
+                return await self.pool.get_connection()
+            except TypeError:
+                return await self.pool.get_connection(command)
         if self.node is None:
             await self.client.initialize()
             self.node = self.client.get_node_from_key(self.key)
@@ -86,73 +98,139 @@ class _Hold(Commands):
         self._watcher: Optional[asyncio.Task[None]] = None
         self._guarded: Optional[asyncio.Task[Any]] = None
         self._depth = 0
+        self._lease_until = 0.0
+        self._ids = True
 
-    async def _call(self, args: Sequence[Any], wait: Optional[float] = None) -> Any:
+    async def _call(self, args: Sequence[Any], limit: Optional[float] = None) -> Any:
+        """One command on the hold's connection, taking at most `limit`
+        seconds on the wire (None: the connection's own timeout)."""
         async with self._io:
             if self._conn is None:
                 self._conn = await self._source.get(str(args[0]))
+            conn = self._conn
             try:
-                await self._conn.send_command(*args)
-                return await self._conn.read_response(timeout=wait)
+                await conn.send_command(*args)
+                # Not `read_response(timeout=...)`: redis.asyncio answers None
+                # when that passes, which reads as "not acquired".
+                return await asyncio.wait_for(conn.read_response(), limit)
+            except asyncio.TimeoutError:
+                await conn.disconnect()
+                raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
             except redis.ResponseError as e:
                 raise translate(e) from None
+            except CONNECTION_ERRORS:
+                await conn.disconnect()
+                raise
 
-    async def _give_back(self) -> None:
+    async def _send(self, make: Callable[[Optional[float]], list[Any]], phase: str,
+                    deadline: Optional[float], wait: bool = False) -> Any:
+        """One changing request, with one request-id, sent until it is
+        answered or `deadline` (loop time; None: no end) passes."""
+        loop = asyncio.get_running_loop()
+        rid = request_id() if self._ids else None
+        attempt = 0
+        while True:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            # A wait may take its BLOCK timeout and then some (no driver
+            # timeout may abandon a wait the server still holds).
+            limit = (FOREVER if left is None else left + 5.0) if wait else (
+                None if left is None else max(left, 0.05))
+            try:
+                return await self._call(with_id(make(left), rid), limit)
+            except Exception as e:
+                if rid is not None and is_unknown_option(e):
+                    self._ids, rid = False, None
+                    continue
+                if verdict(e, phase) is not Verdict.RESEND or (rid is None and phase != "renew"):
+                    raise
+                p = pause(attempt, loop.time(), deadline)
+                if p is None:
+                    raise
+                attempt += 1
+                await asyncio.sleep(p)
+
+    async def _give_back(self, clean: bool = True) -> None:
         async with self._io:
             if self._conn is not None:
+                if not clean:
+                    await self._conn.disconnect()
                 await self._source.put(self._conn)
                 self._conn = None
 
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
         loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        attempt = 0
-        while True:
-            left = None if deadline is None else max(0.0, deadline - loop.time())
+        start = loop.time()
+        ttl = self.ttl_ms / 1000.0
+        if blocking:
+            deadline = None if timeout is None else start + timeout
+        else:
+            deadline = start + ttl
+
+        def make(left: Optional[float]) -> list[Any]:
             args = self._acquire_cmd(blocking, left)
-            if self.keep:
-                args.append("KEEP")
-            wait = (FOREVER if left is None else left + 5.0) if blocking else None
+            return args + ["KEEP"] if self.keep else args
+
+        while True:
             try:
-                reply = await self._call(args, wait)
-            except redis.ResponseError as e:
-                if self.keep and is_keep_unknown(e):
+                reply = await self._send(make, "acquire" if blocking else "try", deadline, blocking)
+                break
+            except Exception as e:
+                if self.keep and not self._ids and is_unknown_option(e):
                     self.keep = False
                     continue
-                if not is_try_again(e) or not blocking:
-                    if self._depth == 0:
-                        await self._give_back()
-                    raise
-                pause = backoff(attempt)
-                attempt += 1
-                if deadline is not None and loop.time() + pause > deadline:
-                    if self._depth == 0:
-                        await self._give_back()
-                    return None
-                await asyncio.sleep(pause)
-                continue
-            if reply is None:
                 if self._depth == 0:
-                    await self._give_back()
-                return None
-            self._depth += 1
-            if self._depth == 1:
-                self.lost.clear()
-                self._watcher = asyncio.create_task(self._watch())
-            return reply
+                    await self._give_back(clean=not isinstance(e, CONNECTION_ERRORS))
+                if blocking and is_try_again(e):
+                    return None
+                raise
+        if reply is None:
+            if self._depth == 0:
+                await self._give_back()
+            return None
+        self._depth += 1
+        self._lease_until = start + ttl
+        if self._depth == 1:
+            self.lost.clear()
+            self._watcher = asyncio.create_task(self._watch())
+        if blocking and self._lease_until - loop.time() < ttl * 2 / 3:
+            await self.renew()
+        return reply
 
     async def release(self) -> None:
-        """Gives back one hold; `NotHeldError` when it was lost."""
+        """Gives back one hold (see `padlock.Lock.release`)."""
+        if self._depth == 0:
+            raise NotHeldError(f"{self.key}: not held by {self.holder}")
+        loop = asyncio.get_running_loop()
+        deadline = max(self._lease_until, loop.time() + 1.0)
         try:
-            reply = await self._call(self._release_cmd())
-        except NotHeldError:
-            await self._end()
+            reply = await self._send(lambda _: self._release_cmd(), "release", deadline)
+        except Exception as e:
+            v = verdict(e, "release")
+            await self._end(clean=v is Verdict.LOST)
+            if v is Verdict.LOST and not isinstance(e, NotHeldError):
+                raise NotHeldError(lost_message(self.key, self.holder, e)) from None
             raise
         self._depth = max(0, self._depth - 1)
         if self._released_all(reply):
             await self._end()
+        elif self._depth == 0:
+            await self._release_rest()
 
-    async def _end(self) -> None:
+    async def _release_rest(self) -> None:
+        warnings.warn(f"{self.key}: {self.holder} held more than this client took; released all",
+                      RuntimeWarning, stacklevel=3)
+        loop = asyncio.get_running_loop()
+        for _ in range(64):
+            try:
+                reply = await self._send(lambda _: self._release_cmd(), "release", loop.time() + 1.0)
+            except Exception:
+                break
+            if self._released_all(reply):
+                await self._end()
+                return
+        await self._end(clean=False)
+
+    async def _end(self, clean: bool = True) -> None:
         self._depth = 0
         watcher, self._watcher = self._watcher, None
         if watcher is not None and watcher is not asyncio.current_task():
@@ -161,37 +239,41 @@ class _Hold(Commands):
                 await watcher
             except asyncio.CancelledError:
                 pass
-        await self._give_back()
+        await self._give_back(clean)
 
     async def _watch(self) -> None:
         interval = max(self.ttl_ms / 3000.0, 0.001)
         while True:
             await asyncio.sleep(interval)
-            if not await self.renew():
-                self._mark_lost()
+            try:
+                renewed = await self.renew()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the watcher must never die silently
+                renewed = False
+            if not renewed:
+                await self._mark_lost()
                 return
 
     async def renew(self) -> bool:
-        """Resets the lease now (and rebinds `KEEP`); False when lost."""
+        """Resets the lease now (and rebinds `KEEP`); False when lost or
+        never held (see `padlock.Lock.renew`)."""
+        if self._depth == 0 or self.lost.is_set():
+            return False
+        start = asyncio.get_running_loop().time()
         for args in self._extend_cmds():
-            if self.keep:
-                args.append("KEEP")
-            for attempt in range(2):
-                try:
-                    await self._call(args)
-                    break
-                except NotHeldError:
-                    return False
-                except (redis.ConnectionError, redis.TimeoutError, OSError):
-                    async with self._io:
-                        if self._conn is not None:
-                            await self._conn.disconnect()
-                    if attempt == 1:
-                        return False
+            cmd: list[Any] = args + ["KEEP"] if self.keep else args
+            try:
+                await self._send(lambda _: cmd, "renew", self._lease_until)
+            except Exception:
+                return False
+        self._lease_until = start + self.ttl_ms / 1000.0
         return True
 
-    def _mark_lost(self) -> None:
+    async def _mark_lost(self) -> None:
         self.lost.set()
+        self._depth = 0
+        await self._give_back(clean=False)
         if self.on_lost is not None:
             self.on_lost(self)
         if self.cancel_on_loss and self._guarded is not None and not self._guarded.done():
@@ -204,7 +286,9 @@ class _Hold(Commands):
 
     @property
     def held(self) -> bool:
-        return self._depth > 0 and not self.lost.is_set()
+        """True while the lease cannot have run out (see `padlock.Lock.held`)."""
+        return (self._depth > 0 and not self.lost.is_set()
+                and asyncio.get_running_loop().time() < self._lease_until)
 
     blocking_timeout: Optional[float] = None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import redis
@@ -24,13 +25,21 @@ from ._common import (
     NotHeldError,
     as_map,
     as_str,
-    backoff,
-    is_keep_unknown,
     is_try_again,
     new_holder,
     parse_graph,
     to_ms,
     translate,
+)
+from ._retry import (
+    CONNECTION_ERRORS,
+    Verdict,
+    is_unknown_option,
+    lost_message,
+    pause,
+    request_id,
+    verdict,
+    with_id,
 )
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
@@ -41,6 +50,15 @@ def _node(client: Any, key: str) -> Any:
         cluster: Any = client  # redis-py leaves these two untyped
         return cluster.get_redis_connection(cluster.get_node_from_key(key))
     return client
+
+
+def _pooled(pool: Any) -> Any:
+    """A connection of `pool` (redis-py 5.3+ takes no command name, and
+    warns when given one)."""
+    try:
+        return pool.get_connection()
+    except TypeError:
+        return pool.get_connection("PING")
 
 
 class _Hold(Commands):
@@ -62,85 +80,160 @@ class _Hold(Commands):
         self.lost = threading.Event()
         self._client = _node(client, route_key)
         self._conn: Any = None
-        self._io = threading.Lock()
+        self._io = threading.RLock()
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
         self._depth = 0
+        # When the lease may run out at the earliest (monotonic): the send
+        # time of the latest request that set it, plus the ttl.
+        self._lease_until = 0.0
+        self._ids = True
 
     # -- the connection this hold keeps --------------------------------------
-    def _call(self, args: Sequence[Any], wait: bool = False) -> Any:
+    def _call(self, args: Sequence[Any], limit: Optional[float] = None, wait: bool = False) -> Any:
+        """One command on the hold's connection. `limit`: seconds it may take
+        on the wire; a wait (`wait`) without one waits as long as the server
+        does: no driver timeout may abandon a wait the server still holds."""
         with self._io:
             if self._conn is None:
-                self._conn = self._client.connection_pool.get_connection(str(args[0]))
+                self._conn = _pooled(self._client.connection_pool)
             conn = self._conn
-            sock = getattr(conn, "_sock", None)
+            if getattr(conn, "_sock", None) is None:
+                conn.connect()
+            sock: Any = getattr(conn, "_sock", None)
+            timed = sock is not None and (wait or limit is not None)
             try:
+                if timed:
+                    sock.settimeout(max(limit, 0.05) if limit is not None else None)
                 conn.send_command(*args)
-                if wait and sock is not None:
-                    # A server-side wait may outlast the client's socket
-                    # timeout: wait for the reply as long as it takes.
-                    sock.settimeout(None)
                 return conn.read_response()
             except redis.ResponseError as e:
                 raise translate(e) from None
+            except CONNECTION_ERRORS:
+                conn.disconnect()
+                raise
             finally:
-                if wait and sock is not None and getattr(conn, "_sock", None) is sock:
+                if timed and getattr(conn, "_sock", None) is sock:
                     sock.settimeout(conn.socket_timeout)
 
-    def _give_back(self) -> None:
+    def _send(self, make: Callable[[Optional[float]], list[Any]], phase: str,
+              deadline: Optional[float], wait: bool = False) -> Any:
+        """One changing request, with one request-id, sent until it is
+        answered or `deadline` (monotonic; None: no end) passes. `make`
+        builds the arguments from the seconds left."""
+        rid = request_id() if self._ids else None
+        attempt = 0
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            # A wait may take its BLOCK timeout and then some; anything else
+            # at most the time left.
+            limit = (None if left is None else left + 5.0) if wait else left
+            try:
+                return self._call(with_id(make(left), rid), limit, wait)
+            except Exception as e:
+                if rid is not None and is_unknown_option(e):
+                    self._ids, rid = False, None
+                    continue
+                if verdict(e, phase) is not Verdict.RESEND or (rid is None and phase != "renew"):
+                    # Without an id (an older server) only a renewal is
+                    # safe to send twice.
+                    raise
+                p = pause(attempt, time.monotonic(), deadline)
+                if p is None:
+                    raise
+                attempt += 1
+                time.sleep(p)
+
+    def _give_back(self, clean: bool = True) -> None:
+        """Back to the pool; closed first unless nothing of this hold can
+        be bound to it (a closed connection keeps no `KEEP` lease)."""
         with self._io:
             if self._conn is not None:
+                if not clean:
+                    self._conn.disconnect()
                 self._client.connection_pool.release(self._conn)
                 self._conn = None
 
     # -- acquire / release -----------------------------------------------------
     def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        attempt = 0
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        start = time.monotonic()
+        ttl = self.ttl_ms / 1000.0
+        if blocking:
+            deadline = None if timeout is None else start + timeout
+        else:
+            deadline = start + ttl
+
+        def make(left: Optional[float]) -> list[Any]:
             args = self._acquire_cmd(blocking, left)
-            if self.keep:
-                args.append("KEEP")
+            return args + ["KEEP"] if self.keep else args
+
+        while True:
             try:
-                reply = self._call(args, wait=blocking)
-            except redis.ResponseError as e:
-                if self.keep and is_keep_unknown(e):
+                reply = self._send(make, "acquire" if blocking else "try", deadline, wait=blocking)
+                break
+            except Exception as e:
+                if self.keep and not self._ids and is_unknown_option(e):
                     # An older server: the watcher renews instead.
                     self.keep = False
                     continue
-                if not is_try_again(e) or not blocking:
-                    if self._depth == 0:
-                        self._give_back()
-                    raise
-                pause = backoff(attempt)
-                attempt += 1
-                if deadline is not None and time.monotonic() + pause > deadline:
-                    if self._depth == 0:
-                        self._give_back()
-                    return None
-                time.sleep(pause)
-                continue
-            if reply is None:
                 if self._depth == 0:
-                    self._give_back()
-                return None
-            self._depth += 1
-            if self._depth == 1:
-                self.lost.clear()
-                self._start_watcher()
-            return reply
+                    self._give_back(clean=not isinstance(e, CONNECTION_ERRORS))
+                if blocking and is_try_again(e):
+                    return None
+                raise
+        if reply is None:
+            if self._depth == 0:
+                self._give_back()
+            return None
+        self._depth += 1
+        self._lease_until = start + ttl
+        if self._depth == 1:
+            self.lost.clear()
+            self._start_watcher()
+        if blocking and self._lease_until - time.monotonic() < ttl * 2 / 3:
+            # Granted after a wait: the lease is known from a send time only
+            # once renewed.
+            self.renew()
+        return reply
 
     def release(self) -> None:
-        """Gives back one hold; `NotHeldError` when it was lost."""
+        """Gives back one hold. `NotHeldError` when it was lost (or never
+        held); a connection error once the release could not be sent before
+        the lease may have run out (the connection is closed: the server
+        frees the key at the lease's end)."""
+        if self._depth == 0:
+            raise NotHeldError(f"{self.key}: not held by {self.holder}")
+        deadline = max(self._lease_until, time.monotonic() + 1.0)
         try:
-            reply = self._call(self._release_cmd())
-        except NotHeldError:
-            self._end()
+            reply = self._send(lambda _: self._release_cmd(), "release", deadline)
+        except Exception as e:
+            v = verdict(e, "release")
+            self._end(clean=v is Verdict.LOST)
+            if v is Verdict.LOST and not isinstance(e, NotHeldError):
+                raise NotHeldError(lost_message(self.key, self.holder, e)) from None
             raise
         self._depth = max(0, self._depth - 1)
         if self._released_all(reply):
             self._end()
+        elif self._depth == 0:
+            self._release_rest(reply)
+
+    def _release_rest(self, reply: Any) -> None:
+        """The server counts holds this client does not (taken by a caller
+        that shares the holder, or before a resend without `ID`): released
+        too, with a warning, so that nothing stays held past `release()`."""
+        warnings.warn(f"{self.key}: {self.holder} held more than this client took; released all",
+                      RuntimeWarning, stacklevel=3)
+        for _ in range(64):
+            try:
+                reply = self._send(lambda _: self._release_cmd(), "release",
+                                   time.monotonic() + 1.0)
+            except Exception:
+                break
+            if self._released_all(reply):
+                self._end()
+                return
+        self._end(clean=False)
 
     blocking_timeout: Optional[float] = None
 
@@ -154,6 +247,8 @@ class _Hold(Commands):
         """Leaving a `with` block: release; a hold lost on the way raises
         `LockLostError` unless the block raised already."""
         if self._depth == 0:
+            if clean and self.lost.is_set():
+                raise LockLostError(f"{self.key}: lost before release")
             return
         try:
             self.release()
@@ -161,13 +256,13 @@ class _Hold(Commands):
             if clean:
                 raise LockLostError(f"{self.key}: lost before release") from None
 
-    def _end(self) -> None:
+    def _end(self, clean: bool = True) -> None:
         self._depth = 0
         self._stop.set()
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join()
         self._watcher = None
-        self._give_back()
+        self._give_back(clean)
 
     # -- renewal and loss ------------------------------------------------------
     def _start_watcher(self) -> None:
@@ -178,32 +273,36 @@ class _Hold(Commands):
     def _watch(self) -> None:
         interval = max(self.ttl_ms / 3000.0, 0.001)
         while not self._stop.wait(interval):
-            if not self.renew():
+            try:
+                renewed = self.renew()
+            except Exception:  # noqa: BLE001 - the watcher must never die silently
+                renewed = False
+            if not renewed and not self._stop.is_set():
                 self._mark_lost()
                 return
 
     def renew(self) -> bool:
-        """Resets the lease now (and rebinds `KEEP`); False when lost."""
+        """Resets the lease now (and rebinds `KEEP`). False when the hold is
+        lost or was never held: any error but a lost hold is retried until
+        the lease may have run out."""
+        if self._depth == 0 or self.lost.is_set():
+            return False
+        start = time.monotonic()
         for args in self._extend_cmds():
-            if self.keep:
-                args.append("KEEP")
-            for attempt in range(2):
-                try:
-                    self._call(args)
-                    break
-                except NotHeldError:
-                    return False
-                except (redis.ConnectionError, redis.TimeoutError):
-                    # The connection went away: a fresh one rebinds.
-                    with self._io:
-                        if self._conn is not None:
-                            self._conn.disconnect()
-                    if attempt == 1:
-                        return False
+            cmd: list[Any] = args + ["KEEP"] if self.keep else args
+            try:
+                self._send(lambda _: cmd, "renew", self._lease_until)
+            except Exception:
+                return False
+        self._lease_until = start + self.ttl_ms / 1000.0
         return True
 
     def _mark_lost(self) -> None:
         self.lost.set()
+        self._depth = 0
+        # Nothing is held any more: the connection goes back at once
+        # (closed, so that no lease stays bound to it).
+        self._give_back(clean=False)
         if self.on_lost is not None:
             self.on_lost(self)
 
@@ -214,7 +313,9 @@ class _Hold(Commands):
 
     @property
     def held(self) -> bool:
-        return self._depth > 0 and not self.lost.is_set()
+        """True while the lease cannot have run out: never after a loss, and
+        never past the last successful renewal's send time plus the ttl."""
+        return self._depth > 0 and not self.lost.is_set() and time.monotonic() < self._lease_until
 
 
 class Lock(LockCommands, _Hold):
