@@ -7,7 +7,8 @@ connection). Other connections pass through untouched.
 
 In a test:      p = FaultProxy(server_port); p.drop("LOCK.ACQUIRE", nth=1)
 From a shell:   python scripts/faultproxy.py SERVER_PORT [--drop CMD[:N]] [--hang CMD[:N]]
-                (prints the port it listens on, then serves until killed)
+                (prints the port it listens on, takes more rules on stdin,
+                and serves until killed)
 """
 
 from __future__ import annotations
@@ -224,6 +225,21 @@ def main() -> None:
         p.drop(cmd, int(n or 1), mode)
         i += 2
     print(p.port, flush=True)
+    # More rules from stdin, a line each: "drop CMD [N]", "hang CMD [N]",
+    # "blackhole"; each answered "ok" once in force, "dropped N" to "count".
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "blackhole":
+            p.blackhole()
+        elif words[0] == "count":
+            print(f"dropped {p.dropped}", flush=True)
+            continue
+        elif words[0] in ("drop", "hang"):
+            p.drop(words[1], int(words[2]) if len(words) > 2 else 1,
+                   "close" if words[0] == "drop" else "hang")
+        print("ok", flush=True)
     while True:
         time.sleep(3600)
 

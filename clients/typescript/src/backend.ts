@@ -24,37 +24,47 @@ const ignore = (): void => undefined;
 
 interface IoRedisLike extends Emitter {
   duplicate(overrides?: Record<string, unknown>): IoRedisLike;
+  connect(): Promise<unknown>;
   call(command: string, ...args: Arg[]): Promise<unknown>;
-  quit(): Promise<unknown>;
   disconnect(): void;
 }
 
 interface NodeRedisLike extends Emitter {
   duplicate(overrides?: Record<string, unknown>): NodeRedisLike;
+  readonly options?: { socket?: Record<string, unknown> };
   connect(): Promise<unknown>;
   sendCommand(args: string[], options?: Record<string, unknown>): Promise<unknown>;
   close?(): Promise<void>;
-  quit?(): Promise<unknown>;
   destroy?(): void;
 }
 
 /** RESP's integer type (`:`), mapped to a string by node-redis 5. */
 const RESP_NUMBER = 58;
 
+// A hold's connection never resends on its own (padlock resends, with the
+// request-id), queues its first command until it is connected whatever the
+// client was made with (`enableOfflineQueue: false` included), and does not
+// reconnect: a failed one is closed and a fresh one opened.
+const IOREDIS_HOLD = {
+  stringNumbers: true,
+  autoResendUnfulfilledCommands: false,
+  maxRetriesPerRequest: 0,
+  enableOfflineQueue: true,
+  lazyConnect: true,
+  retryStrategy: () => null,
+};
+
 function ioredis(client: IoRedisLike): Backend {
   return {
     async open() {
-      const conn = client.duplicate({ stringNumbers: true });
+      const conn = client.duplicate(IOREDIS_HOLD);
       conn.on("error", ignore);
+      await conn.connect();
       return {
         call: ([cmd, ...rest]) => conn.call(String(cmd), ...rest),
-        close: async () => {
-          try {
-            await conn.quit();
-          } catch {
-            conn.disconnect();
-          }
-        },
+        // At once, not QUIT: a hold's connection is closed when it failed
+        // or went silent, and a QUIT there would wait forever.
+        close: async () => conn.disconnect(),
       };
     },
   };
@@ -63,16 +73,17 @@ function ioredis(client: IoRedisLike): Backend {
 function nodeRedis(client: NodeRedisLike): Backend {
   return {
     async open() {
-      const conn = client.duplicate();
+      // No reconnects: a failed connection is closed and a fresh one opened.
+      const socket = { ...(client.options?.socket ?? {}), reconnectStrategy: false };
+      const conn = client.duplicate({ socket });
       conn.on("error", ignore);
       await conn.connect();
       const options = { typeMapping: { [RESP_NUMBER]: String } };
       return {
         call: (args) => conn.sendCommand(args.map(String), options),
         close: async () => {
-          if (conn.close) await conn.close();
-          else if (conn.quit) await conn.quit();
-          else conn.destroy?.();
+          if (conn.destroy) conn.destroy();
+          else if (conn.close) await conn.close();
         },
       };
     },

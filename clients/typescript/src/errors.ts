@@ -48,4 +48,3 @@ export function translate(err: unknown): unknown {
 }
 
 export const isTryAgain = (err: unknown): boolean => errorText(err).startsWith("TRYAGAIN");
-export const isKeepUnknown = (err: unknown): boolean => errorText(err).includes("syntax error");

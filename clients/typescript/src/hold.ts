@@ -4,7 +4,18 @@
 // notice a lost hold, release.
 
 import { type Arg, type Backend, type Client, type Conn, backendOf } from "./backend.js";
-import { LockLostError, NotAcquiredError, NotHeldError, isKeepUnknown, isTryAgain, translate } from "./errors.js";
+import { LockLostError, NotAcquiredError, NotHeldError, isTryAgain, translate } from "./errors.js";
+import {
+  CallTimeoutError,
+  Verdict,
+  isServerError,
+  isUnknownOption,
+  lostMessage,
+  pause,
+  requestId,
+  verdict,
+  withId,
+} from "./retry.js";
 import { randomBytes } from "node:crypto";
 
 export interface HoldOptions {
@@ -25,6 +36,9 @@ export interface AcquireOptions {
   blocking?: boolean;
   /** At most this many milliseconds (default: as long as it takes). */
   timeout?: number;
+  /** Cancels a pending wait: the waiting connection is closed, so the
+   * server drops the wait; the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
 }
 
 /** A random 128-bit holder id, as hex. */
@@ -37,8 +51,8 @@ export function newHolder(): string {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** 50 ms doubling up to 1 s: the pause before retrying a restart grace. */
-export const backoff = (attempt: number): number => Math.min(50 * 2 ** attempt, 1000);
+/** Monotonic milliseconds. */
+const now = (): number => performance.now();
 
 export function blockArgs(blocking: boolean, timeout: number | undefined): Arg[] {
   if (!blocking) return [];
@@ -59,6 +73,10 @@ export abstract class Hold implements AsyncDisposable {
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private controller = new AbortController();
+  private renewing = false;
+  private ids = true;
+  /** When the lease may run out at the earliest (monotonic ms). */
+  private leaseUntil = 0;
 
   constructor(
     client: Client,
@@ -83,28 +101,88 @@ export abstract class Hold implements AsyncDisposable {
     return this.controller.signal;
   }
 
+  /** True while the lease cannot have run out: never after a loss, and
+   * never past the send time of the last answered acquire or renewal plus
+   * the ttl. */
   get held(): boolean {
-    return this.depth > 0 && !this.lost;
+    return this.depth > 0 && !this.lost && now() < this.leaseUntil;
   }
 
-  /** Runs commands on this hold's connection, one at a time. `open`:
-   * whether it may open the connection (a renewal that comes after the
-   * release must not). */
-  protected call(args: Arg[], open = true): Promise<unknown> {
+  /** Runs commands on this hold's connection, one at a time, each within
+   * `limit` ms on the wire (undefined: no limit, for a server-side wait).
+   * `open`: whether it may open the connection. A connection that failed
+   * or timed out is closed: the next command opens a fresh one. */
+  protected call(args: Arg[], limit?: number, open = true, signal?: AbortSignal): Promise<unknown> {
     const run = async () => {
       if (this.conn === undefined) {
-        if (!open) return undefined;
+        if (!open) throw new NotHeldError(`${this.key}: not held by ${this.holder}`);
         this.conn = await this.backend.open();
       }
+      const conn = this.conn;
+      let timer: NodeJS.Timeout | undefined;
+      let onAbort: (() => void) | undefined;
+      const cut = new Promise<never>((_, reject) => {
+        if (limit !== undefined) {
+          timer = setTimeout(() => reject(new CallTimeoutError(`no reply to ${String(args[0])} within ${limit} ms`)), limit);
+        }
+        if (signal !== undefined) {
+          onAbort = () => reject(signal.reason ?? new Error("aborted"));
+          if (signal.aborted) onAbort();
+          else signal.addEventListener("abort", onAbort, { once: true });
+        }
+      });
       try {
-        return await this.conn.call(args);
+        return await Promise.race([conn.call(args), cut]);
       } catch (e) {
-        throw translate(e);
+        const err = translate(e);
+        if (!isServerError(err) || signal?.aborted) {
+          // Closing also drops a server-side wait of this connection.
+          if (this.conn === conn) this.conn = undefined;
+          await conn.close().catch(() => undefined);
+        }
+        throw err;
+      } finally {
+        clearTimeout(timer);
+        if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
       }
     };
     const result = this.queue.then(run, run);
     this.queue = result.catch(() => undefined);
     return result;
+  }
+
+  /** One changing request with one request-id, sent until answered or
+   * `deadline` (monotonic ms; undefined: no end) passes. */
+  private async send(
+    make: (left: number | undefined) => Arg[],
+    phase: string,
+    deadline: number | undefined,
+    wait = false,
+    open = true,
+    signal?: AbortSignal,
+  ): Promise<unknown> {
+    let rid: string | undefined = this.ids ? requestId() : undefined;
+    for (let attempt = 0; ; ) {
+      const left = deadline === undefined ? undefined : Math.max(0, deadline - now());
+      // A wait may take its BLOCK timeout and then some; anything else at
+      // most the time left.
+      const limit = wait ? (left === undefined ? undefined : left + 5000) : Math.max(left ?? 30_000, 50);
+      try {
+        return await this.call(withId(make(left), rid), limit, open, signal);
+      } catch (e) {
+        if (signal?.aborted) throw e;
+        if (rid !== undefined && isUnknownOption(e)) {
+          this.ids = false;
+          rid = undefined;
+          continue;
+        }
+        // Without an id (an older server) only a renewal is safe twice.
+        if (verdict(e, phase) !== Verdict.Resend || (rid === undefined && phase !== "renew")) throw e;
+        const p = pause(attempt++, now(), deadline);
+        if (p === undefined) throw e;
+        await sleep(p);
+      }
+    }
   }
 
   private async closeConn(): Promise<void> {
@@ -115,48 +193,80 @@ export abstract class Hold implements AsyncDisposable {
 
   protected async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
     const blocking = options.blocking ?? true;
-    const deadline = options.timeout === undefined ? undefined : Date.now() + options.timeout;
-    for (let attempt = 0; ; ) {
-      const left = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+    const start = now();
+    const deadline = blocking
+      ? options.timeout === undefined
+        ? undefined
+        : start + options.timeout
+      : start + this.ttl;
+    const make = (left: number | undefined): Arg[] => {
       const args = this.acquireArgs(blocking, left);
       if (this.keep) args.push("KEEP");
-      let reply: unknown;
+      return args;
+    };
+    let reply: unknown;
+    for (;;) {
       try {
-        reply = await this.call(args);
+        reply = await this.send(make, blocking ? "acquire" : "try", deadline, blocking, true, options.signal);
+        break;
       } catch (e) {
-        if (this.keep && isKeepUnknown(e)) {
+        if (this.keep && !this.ids && isUnknownOption(e)) {
           this.keep = false; // an older server: the watcher renews instead
           continue;
         }
-        const pause = backoff(attempt++);
-        if (!isTryAgain(e) || !blocking || (deadline !== undefined && Date.now() + pause > deadline)) {
-          if (this.depth === 0) await this.closeConn();
-          if (isTryAgain(e) && blocking) return null;
-          throw e;
-        }
-        await sleep(pause);
-        continue;
-      }
-      if (reply === null || reply === undefined) {
         if (this.depth === 0) await this.closeConn();
-        return null;
+        if (blocking && isTryAgain(e)) return null;
+        throw e;
       }
-      if (++this.depth === 1) this.startWatcher();
-      return reply;
     }
+    if (reply === null || reply === undefined) {
+      if (this.depth === 0) await this.closeConn();
+      return null;
+    }
+    this.leaseUntil = start + this.ttl;
+    if (++this.depth === 1) this.startWatcher();
+    // Granted after a wait: the lease is known from a send time once renewed.
+    if (blocking && this.leaseUntil - now() < (this.ttl * 2) / 3) await this.renew();
+    return reply;
   }
 
-  /** Gives back one hold; `NotHeldError` when it was lost. */
+  /** Gives back one hold. `NotHeldError` when it was lost, the key holds
+   * another type, or nothing is held; a connection error once the release
+   * could not get through before the lease may have run out (the
+   * connection is closed, and the server frees the key at the lease's end). */
   async release(): Promise<void> {
+    if (this.depth === 0) throw new NotHeldError(`${this.key}: not held by ${this.holder}`);
+    const deadline = Math.max(this.leaseUntil, now() + 1000);
     let reply: unknown;
     try {
-      reply = await this.call(this.releaseArgs());
+      reply = await this.send(() => this.releaseArgs(), "release", deadline);
     } catch (e) {
-      if (e instanceof NotHeldError) await this.end();
+      const v = verdict(e, "release");
+      await this.end();
+      if (v === Verdict.Lost && !(e instanceof NotHeldError)) {
+        throw new NotHeldError(lostMessage(this.key, this.holder, e));
+      }
       throw e;
     }
     this.depth = Math.max(0, this.depth - 1);
     if (this.releasedAll(reply)) await this.end();
+    else if (this.depth === 0) await this.releaseRest();
+  }
+
+  /** The server counts holds this client did not take: released too, with
+   * a warning, so that nothing stays held after `release()`. */
+  private async releaseRest(): Promise<void> {
+    process.emitWarning(`${this.key}: ${this.holder} held more than this client took; released all`);
+    for (let i = 0; i < 64; i++) {
+      let reply: unknown;
+      try {
+        reply = await this.send(() => this.releaseArgs(), "release", now() + 1000);
+      } catch {
+        break;
+      }
+      if (this.releasedAll(reply)) break;
+    }
+    await this.end();
   }
 
   private async end(): Promise<void> {
@@ -171,31 +281,44 @@ export abstract class Hold implements AsyncDisposable {
     this.controller = new AbortController();
     const every = Math.max(1, Math.floor(this.ttl / 3));
     this.timer = setInterval(() => {
-      void this.renew().then((ok) => {
-        if (!ok && this.timer !== undefined) this.markLost();
-      });
+      if (this.renewing) return;
+      this.renewing = true;
+      void this.renew()
+        .catch(() => false)
+        .then((ok) => {
+          this.renewing = false;
+          if (!ok && this.timer !== undefined) void this.markLost();
+        });
     }, every);
     this.timer.unref();
   }
 
-  /** Resets the lease now (and binds `KEEP` again); false when lost. */
+  /** Resets the lease now (and binds `KEEP` again). False when the hold is
+   * lost or nothing is held (then the server is not asked): any error but
+   * a lost hold is retried until the lease may have run out. */
   async renew(): Promise<boolean> {
+    if (this.depth === 0 || this.lost) return false;
+    const start = now();
     for (const args of this.extendArgs()) {
       if (this.keep) args.push("KEEP");
       try {
-        await this.call(args, false);
-      } catch (e) {
-        if (e instanceof NotHeldError) return false;
-        // A connection error: the client reconnects, the next try rebinds.
+        await this.send(() => args, "renew", this.leaseUntil, false, true);
+      } catch {
+        return false;
       }
     }
+    this.leaseUntil = start + this.ttl;
     return true;
   }
 
-  private markLost(): void {
+  private async markLost(): Promise<void> {
     this.lost = true;
+    this.depth = 0;
     clearInterval(this.timer);
     this.timer = undefined;
+    // Nothing is held: the connection goes at once (a process with lost
+    // holds exits).
+    await this.closeConn().catch(() => undefined);
     this.controller.abort(new LockLostError(`${this.key}: the hold was lost`));
     this.onLost?.(this);
   }
