@@ -121,7 +121,14 @@ class FaultProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                # The server is down (being restarted): the client sees a
+                # closed connection, as it would without the proxy.
+                client.close()
+                continue
             _Pair(self, client, upstream)
 
     def _match(self, head: bytes) -> Optional[str]:

@@ -6,7 +6,11 @@ acquire (LOCK.ACQUIRE ... BLOCK, SEM.ACQUIRE, LOCK.MACQUIRE) -> critical
 section -> release, on a few hot keys, logging every critical section.
 Meanwhile a fault injector, on a fixed seed, kill -9s workers, kill -9s
 and restarts the primary, asks Sentinel for a failover, stops the primary
-past a lease (SIGSTOP/SIGCONT), kills clients and makes the server sleep.
+past a lease (SIGSTOP/SIGCONT), kills clients, makes the server sleep,
+and, through a loopback proxy in front of each server, loses the reply to
+a command the server applied (the connection closes) or leaves a
+connection half-open. Workers resend as redis-py 8 does by default (10
+retries), with a request-id (`ID`) on every changing command.
 
 The checker then reports per run: critical sections, overlaps (two holders
 of a lock at once, or more than the limit of a semaphore), fences going
@@ -29,9 +33,14 @@ import sys
 import tempfile
 import time
 
+import uuid
+
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
+from faultproxy import FaultProxy
 from harness import SO, free_port
 
 SECONDS = float(os.environ.get("PADLOCK_TORTURE_SECONDS", "90"))
@@ -89,7 +98,11 @@ def sentinel_node(master_port):
     return args
 
 
-def worker(idx, sentinels, log_path, stop_at, seed):
+def with_id(cmd):
+    return [*cmd, "ID", uuid.uuid4().hex]
+
+
+def worker(idx, sentinels, proxies, log_path, stop_at, seed):
     rng = random.Random(seed)
     holder = f"w{idx}-{os.getpid()}"
     sentinel = Sentinel([("127.0.0.1", p) for p in sentinels], socket_timeout=3)
@@ -99,15 +112,19 @@ def worker(idx, sentinels, log_path, stop_at, seed):
         out.write(json.dumps(kw) + "\n")
 
     def section(r, port, acquire, release, records):
-        """acquire -> critical section -> release, logged per record."""
-        got = r.execute_command(*acquire)
+        """acquire -> critical section -> release, logged per record. A
+        section that outlasted its lease (counted from the acquire's first
+        sending: a resend may answer a grant made then) is noted as such."""
+        sent = time.time()
+        got = r.execute_command(*with_id(acquire))
         if got is None:
             return
         start = time.time()
         time.sleep(rng.uniform(0.01, 0.3))
         end = time.time()
+        expired = end > sent + TTL / 1000
         try:
-            r.execute_command(*release)
+            r.execute_command(*with_id(release))
             ok = True
         except redis.ResponseError as e:
             # NOTHELD: the hold was gone. Anything else (NOREPLICAS,
@@ -115,12 +132,14 @@ def worker(idx, sentinels, log_path, stop_at, seed):
             ok = False if str(e).startswith("NOTHELD") else None
         for rec in records(got):
             note(**rec, holder=holder, start=start, end=end, released=ok,
-                 answered=time.time(), master=port)
+                 answered=time.time(), master=port, expired=expired)
 
     while time.time() < stop_at:
         try:
             port = int(sentinel.discover_master("m")[1])
-            r = redis.Redis(port=port, socket_timeout=5)
+            r = redis.Redis(port=proxies[port], socket_timeout=5,
+                            retry=Retry(ExponentialBackoff(cap=0.2), 10),
+                            retry_on_error=[redis.ConnectionError, redis.TimeoutError])
             kind = rng.random()
             if kind < 0.6:
                 key = rng.choice(LOCKS)
@@ -154,7 +173,10 @@ def check(sections, ttl_ms):
         ss.sort(key=lambda s: s["start"])
         limit = SEM_LIMIT if key == SEM else 1
         for i, s in enumerate(ss):
-            inside = [t for t in ss[:i] if t["end"] > s["start"] and t["holder"] != s["holder"]]
+            if s.get("expired"):
+                continue
+            inside = [t for t in ss[:i] if t["end"] > s["start"] and t["holder"] != s["holder"]
+                      and not t.get("expired")]
             if len(inside) >= limit:
                 # Two masters at once (a split brain while Sentinel fails
                 # over) is not one server breaking its own rules.
@@ -196,6 +218,8 @@ def run(grace, seconds, seed, min_replicas=0):
         s.start()
     time.sleep(1.5)
     data = {primary.port: primary, replica.port: replica}
+    proxies = {port: FaultProxy(port) for port in data}
+    proxy_ports = {port: p.port for port, p in proxies.items()}
     stop_at = time.time() + seconds
     logs = os.path.join(root, "logs")
     os.makedirs(logs)
@@ -203,7 +227,7 @@ def run(grace, seconds, seed, min_replicas=0):
     procs = {}
 
     def spawn(i):
-        p = mp.Process(target=worker, args=(i, sports, os.path.join(logs, f"{i}.log"), stop_at,
+        p = mp.Process(target=worker, args=(i, sports, proxy_ports, os.path.join(logs, f"{i}.log"), stop_at,
                                             seed * 100 + i + len(procs)), daemon=True)
         p.start()
         procs[i] = p
@@ -221,7 +245,7 @@ def run(grace, seconds, seed, min_replicas=0):
     while time.time() < stop_at - 3:
         time.sleep(rng.uniform(1.0, 3.0))
         fault = rng.choice(["kill_worker", "kill_primary", "failover", "stop_primary",
-                            "client_kill", "debug_sleep"])
+                            "client_kill", "debug_sleep", "lost_reply", "half_open"])
         try:
             m = master()
             mc = redis.Redis(port=m.port, socket_timeout=5)
@@ -241,6 +265,10 @@ def run(grace, seconds, seed, min_replicas=0):
                 m.proc.send_signal(signal.SIGSTOP)
                 time.sleep(TTL / 1000 + 0.3)
                 m.proc.send_signal(signal.SIGCONT)
+            elif fault in ("lost_reply", "half_open"):
+                cmd = rng.choice(["LOCK.ACQUIRE", "LOCK.RELEASE", "SEM.ACQUIRE", "SEM.RELEASE",
+                                  "LOCK.MACQUIRE", "LOCK.MRELEASE"])
+                proxies[m.port].drop(cmd, mode="close" if fault == "lost_reply" else "hang")
             elif fault == "client_kill":
                 mc.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
             else:
@@ -275,6 +303,9 @@ def run(grace, seconds, seed, min_replicas=0):
         leftover = (f"unknown: {e}",)
     for n in [*sentinels, replica, primary]:
         n.kill()
+    dropped = sum(p.dropped for p in proxies.values())
+    for p in proxies.values():
+        p.close()
     shutil.rmtree(root, ignore_errors=True)
     return {
         "grace": grace, "min_replicas": min_replicas, "seconds": seconds, "sections": len(sections),
@@ -284,6 +315,8 @@ def run(grace, seconds, seed, min_replicas=0):
         "fences_backwards_same_master": backwards,
         "fences_backwards_across_masters": across, "grants_lost": lost,
         "reentered_after_refused_release": again, "workers_hung": hung, "left_blocked_edges_values": leftover, "faults": faults,
+        "replies_lost_or_hung": dropped,
+        "sections_past_their_lease": sum(bool(s.get("expired")) for s in sections),
     }
 
 
@@ -294,7 +327,8 @@ def main():
     for k in ["seconds", "sections", "lock_sections", "sem_sections", "overlaps_one_master",
               "overlaps_two_masters",
               "fences_backwards_same_master", "fences_backwards_across_masters", "grants_lost",
-              "reentered_after_refused_release", "workers_hung", "left_blocked_edges_values"]:
+              "reentered_after_refused_release", "workers_hung", "left_blocked_edges_values",
+              "replies_lost_or_hung", "sections_past_their_lease"]:
         print(f"| {k} | " + " | ".join(str(r[k]) for r in results) + " |")
     for r in results:
         print(f"faults (grace {r['grace']}, min-replicas {r['min_replicas']}): "
