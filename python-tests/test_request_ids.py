@@ -316,3 +316,44 @@ def test_key_lookups_see_the_keys_not_the_id(r):
     assert raw(r, "COMMAND", "GETKEYS", "LOCK.MACQUIRE", 2, "a", "b", "h", 1000, "ID", "x") == [b"a", b"b"]
     assert raw(r, "COMMAND", "GETKEYS", "LOCK.MRELEASE", 1, "a", "h", "ID", "x") == [b"a"]
     assert raw(r, "COMMAND", "GETKEYS", "LOCK.ACQUIRE", "a", "h", 1000, "ID", "x") == [b"a"]
+
+
+def test_the_id_rides_on_the_requests_own_effect(make_server):
+    """One propagated command per single-key request: the effect carries
+    the id (a final release too, as a LOCKSET with count 0), no MULTI."""
+    from test_effects import parse_commands, read_aof_incr
+    s = make_server(extra=["--appendonly", "yes"])
+    r = s.client()
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    r.execute_command("LOCK.RELEASE", "k", "h", "ID", "b")
+    r.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "c")
+    r.execute_command("RWLOCK.ACQUIRE", "rw", "h", "READ", 60000, "ID", "d")
+    r.execute_command("RWLOCK.RELEASE", "rw", "h", "READ", "ID", "e")
+    cmds = [[a.lower() for a in c[:1]] + c[1:] for c in parse_commands(read_aof_incr(s.dir))]
+    names = [c[0] for c in cmds if c[0] != b"select"]
+    assert b"multi" not in names and b"padlock.requestid" not in names, names
+    tails = [c[-8:] for c in cmds if b"ID" in c]
+    assert [t[1] for t in tails] == [b"a", b"b", b"c", b"d", b"e"]
+    assert [t[7] for t in tails] == [b"fence", b"count", b"permits", b"fence", b"holds"]
+    freed = [c for c in cmds if c[0] == b"padlock.lockset" and c[-7] == b"b"][0]
+    assert freed[3:6] == [b"0", b"0", b"0"]
+
+
+def test_a_replicas_own_aof_keeps_the_ids(make_server):
+    master, replica, m, rep = start_pair(make_server)
+    replica.restart(extra=[*replica.extra, "--appendonly", "yes"])
+    rep = replica.client()
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    fence = m.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    assert m.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
+    permits = m.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "c")
+    assert m.wait(1, 2000) == 1
+    master.stop()
+    replica.restart()
+    rep = replica.client()
+    rep.execute_command("REPLICAOF", "NO", "ONE")
+    assert rep.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a") == fence
+    assert not rep.exists("k")
+    assert rep.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
+    assert rep.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "c") == permits
+    assert info(rep, "SEM.INFO", "s")[b"used"] == 2

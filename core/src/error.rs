@@ -50,8 +50,8 @@ pub enum Error {
     KeepTooShort { min: i64 },
     /// Too many clients wait: on this key (`Some(key)`), or on the server.
     TooManyWaiters { key: Option<Vec<u8>>, limit: i64 },
-    /// A request-id empty or longer than 64 bytes.
-    RequestIdLength,
+    /// A request-id empty or longer than `max` bytes.
+    RequestIdLength { max: usize },
     /// A request-id that applied with other arguments.
     RequestIdReused(Vec<u8>),
 }
@@ -120,10 +120,9 @@ impl Error {
             Error::KeepTooShort { min } => format!(
                 "ERR ttl-ms with KEEP must be at least {min} (3 x padlock.keep-min-interval-ms)"
             ),
-            Error::RequestIdLength => format!(
-                "ERR request-id must be 1 to {} bytes long",
-                crate::ids::MAX_ID_LEN
-            ),
+            Error::RequestIdLength { max } => {
+                format!("ERR request-id must be 1 to {max} bytes long")
+            }
             Error::RequestIdReused(id) => format!(
                 "ERR request-id '{}' was used for another request",
                 escape(id)

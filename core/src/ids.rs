@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use super::args::Arg;
 use super::error::Error;
 
 /// Longest request-id in bytes.
@@ -342,19 +341,19 @@ pub struct Spots {
 /// where `ID`'s and `BLOCK`'s values are. An `ID` without its value is a
 /// syntax error, a request-id of the wrong length its own error; anything
 /// else wrong is the command's to report.
-pub fn spots<A: Arg>(args: &[A], start: usize) -> Result<Spots, Error> {
+pub fn spots<A: std::ops::Deref<Target = [u8]>>(args: &[A], start: usize) -> Result<Spots, Error> {
     let mut out = Spots::default();
     let mut i = start;
     while i < args.len() {
-        let name = args[i].bytes();
+        let name = &*args[i];
         if name.eq_ignore_ascii_case(b"KEEP") {
             i += 1;
             continue;
         }
         if name.eq_ignore_ascii_case(b"ID") {
             let id = args.get(i + 1).ok_or(Error::Syntax)?;
-            if !valid_id(id.bytes()) {
-                return Err(Error::RequestIdLength);
+            if !valid_id(id) {
+                return Err(Error::RequestIdLength { max: MAX_ID_LEN });
             }
             out.id = Some(i + 1);
         } else if name.eq_ignore_ascii_case(b"BLOCK") {

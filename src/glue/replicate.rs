@@ -22,6 +22,7 @@ use redis_module::{raw, Context, RedisString};
 use crate::core::lock::Lock;
 use crate::core::rwlock::{Effect, RwLock};
 use crate::core::semaphore::Semaphore;
+use crate::glue::requests::piggy::{self, Fields, Tail};
 use crate::glue::types::Value;
 
 /// Decimal digits from a stack buffer: Redis builds one embedded string
@@ -146,7 +147,64 @@ impl Drop for Made<'_> {
     }
 }
 
+/// A request-id's tail on an effect (`requests::piggy`), as Redis
+/// arguments: the id is the command's own argument, the numbers digits.
+struct TailArgs {
+    id: RawString,
+    at: itoa::Buffer,
+    print: itoa::Buffer,
+}
+
+impl TailArgs {
+    fn new(m: &mut Made<'_>, t: &Tail) -> TailArgs {
+        let id = argument(&t.id).unwrap_or_else(|| m.make(&t.id));
+        TailArgs {
+            id,
+            at: itoa::Buffer::new(),
+            print: itoa::Buffer::new(),
+        }
+    }
+}
+
+/// Sends `cmd` with its fixed arguments `fmt`/`args...`, plus the tail of
+/// the running request's id when it rides on this effect. (A macro: the
+/// module API is variadic.)
+macro_rules! replicate_with_tail {
+    ($ctx:expr, $m:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
+        match $tail {
+            None => unsafe {
+                rm!(RedisModule_Replicate)($ctx.ctx, $cmd, $fmt.as_ptr(), $($arg),*);
+            },
+            Some(t) => {
+                let mut ta = TailArgs::new(&mut $m, &t);
+                let id = ta.id;
+                let (ap, al) = digits(&mut ta.at, t.at_ms);
+                let (pp, pl) = digits(&mut ta.print, t.print as i64);
+                // SAFETY: the format names the fixed arguments, then "ID" s
+                // "AT" b "PRINT" b "REPLY" c, all alive until it returns.
+                unsafe {
+                    rm!(RedisModule_Replicate)(
+                        $ctx.ctx, $cmd, $tailfmt.as_ptr(), $($arg),*,
+                        c"ID".as_ptr(), id, c"AT".as_ptr(), ap, al,
+                        c"PRINT".as_ptr(), pp, pl, c"REPLY".as_ptr(), t.rule.word().as_ptr(),
+                    );
+                }
+            }
+        }
+    }};
+}
+
+fn fields(fence: u64, count: u64, reads: u64, writes: u64) -> Fields {
+    Fields {
+        fence,
+        count,
+        reads,
+        writes,
+    }
+}
+
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
+    let tail = piggy::ride(key, &lock.holder, fields(lock.fence, lock.count, 0, 0));
     let mut m = Made::new(ctx);
     let (h, c) = (m.holder(&lock.holder), m.count(lock.count));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
@@ -156,20 +214,46 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     );
     // SAFETY: the format names exactly the arguments passed; the strings
     // and buffers live until the call returns.
-    unsafe {
-        rm!(RedisModule_Replicate)(
-            ctx.ctx,
-            Lock::INFO.effect.as_ptr(),
-            c"sssbb".as_ptr(),
-            key.inner,
-            h,
-            c,
-            fp,
-            fl,
-            dp,
-            dl,
-        );
-    }
+    replicate_with_tail!(
+        ctx,
+        m,
+        tail,
+        Lock::INFO.effect.as_ptr(),
+        c"sssbb",
+        c"sssbbcscbcbcc",
+        key.inner,
+        h,
+        c,
+        fp,
+        fl,
+        dp,
+        dl
+    );
+}
+
+/// A lock freed by `holder`: `DEL`, or, when the running request's id
+/// rides on it, `PADLOCK.LOCKSET key holder 0 0 0 <tail>` (count 0 frees).
+pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
+    let tail = holder.and_then(|h| piggy::ride(key, h, fields(0, 0, 0, 0)));
+    let Some(t) = tail else {
+        return del(ctx, key);
+    };
+    let mut m = Made::new(ctx);
+    let h = m.holder(holder.unwrap_or_default());
+    let zero = m.count(0);
+    replicate_with_tail!(
+        ctx,
+        m,
+        Some(t),
+        Lock::INFO.effect.as_ptr(),
+        c"sssss",
+        c"ssssscscbcbcc",
+        key.inner,
+        h,
+        zero,
+        zero,
+        zero
+    );
 }
 
 /// One semaphore holder's new state; permits 0 removes the holder (and the
@@ -182,29 +266,31 @@ pub fn sem_set(
     permits: u64,
     deadline_ms: i64,
 ) {
+    let tail = piggy::ride(key, holder, fields(0, permits, 0, 0));
     let mut m = Made::new(ctx);
     let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
     let mut d = itoa::Buffer::new();
     let (dp, dl) = digits(&mut d, deadline_ms);
-    // SAFETY: as in `lock_set`.
-    unsafe {
-        rm!(RedisModule_Replicate)(
-            ctx.ctx,
-            Semaphore::INFO.effect.as_ptr(),
-            c"ssssb".as_ptr(),
-            key.inner,
-            h,
-            l,
-            p,
-            dp,
-            dl,
-        );
-    }
+    replicate_with_tail!(
+        ctx,
+        m,
+        tail,
+        Semaphore::INFO.effect.as_ptr(),
+        c"ssssb",
+        c"ssssbcscbcbcc",
+        key.inner,
+        h,
+        l,
+        p,
+        dp,
+        dl
+    );
 }
 
 /// One read-write lock holder's new state; no holds removes the holder
 /// (and the key with its last holder).
 pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
+    let tail = piggy::ride(key, &e.holder, fields(e.fence, 0, e.reads, e.writes));
     let mut m = Made::new(ctx);
     let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
@@ -212,22 +298,22 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
         digits(&mut f, e.fence as i64),
         digits(&mut d, e.deadline_ms),
     );
-    // SAFETY: as in `lock_set`.
-    unsafe {
-        rm!(RedisModule_Replicate)(
-            ctx.ctx,
-            RwLock::INFO.effect.as_ptr(),
-            c"ssssbb".as_ptr(),
-            key.inner,
-            h,
-            r,
-            w,
-            fp,
-            fl,
-            dp,
-            dl,
-        );
-    }
+    replicate_with_tail!(
+        ctx,
+        m,
+        tail,
+        RwLock::INFO.effect.as_ptr(),
+        c"ssssbb",
+        c"ssssbbcscbcbcc",
+        key.inner,
+        h,
+        r,
+        w,
+        fp,
+        fl,
+        dp,
+        dl
+    );
 }
 
 /// `PADLOCK.REQUESTID key holder id at-ms print I value` (see

@@ -4,7 +4,7 @@
 use std::ffi::CStr;
 
 use redis_module::redisvalue::RedisValueKey;
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::core::error::Error;
 
@@ -90,4 +90,15 @@ pub fn set_valkey_options(ctx: &Context, base: i32) {
             base | SKIP_COMMAND_VALIDATION | HANDLE_ATOMIC_SLOT_MIGRATION,
         );
     }
+}
+
+/// Refuses an effect that came from neither the master link, the AOF
+/// loader nor a slot migration's stream.
+pub fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
+    let name = args.first().ok_or(Error::Arity)?;
+    let flags = ctx.get_flags();
+    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
+        return Err(Error::EffectOnly(name.as_slice().to_vec()));
+    }
+    Ok(())
 }

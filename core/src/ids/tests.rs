@@ -181,7 +181,10 @@ fn spots_find_id_and_block_among_options() {
     let args: Vec<&[u8]> = vec![b"k", b"h", b"10", b"ID"];
     assert_eq!(spots(&args, 3), Err(Error::Syntax));
     let args: Vec<&[u8]> = vec![b"k", b"h", b"10", b"ID", b""];
-    assert_eq!(spots(&args, 3), Err(Error::RequestIdLength));
+    assert_eq!(
+        spots(&args, 3),
+        Err(Error::RequestIdLength { max: MAX_ID_LEN })
+    );
     // "ID" as a holder is not an option.
     let args: Vec<&[u8]> = vec![b"k", b"ID", b"10"];
     assert_eq!(spots(&args, 3), Ok(Spots::default()));

@@ -88,7 +88,7 @@ pub fn handle(
             _ if context.is_keys_position_request() => body(&context, args),
             Ok(None) => body(&context, args),
             Ok(Some(s)) => without_id(args, &s, |rest| {
-                requests::run(&context, ids, args, rest, s, body)
+                requests::run(&context, ids, (args, rest), s, waiting::take_place, body)
             }),
             Err(e) => Err(e),
         });

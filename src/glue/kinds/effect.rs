@@ -8,12 +8,17 @@
 //! checked by the same rules as an RDB load (`core::stored`), so an
 //! accepted effect is always a state the server can save and load again.
 
-use redis_module::{Context, ContextFlags, RedisString, RedisValue};
+use std::rc::Rc;
+
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
+use crate::core::ids::Address;
 use crate::core::stored::Invalid;
 use crate::glue::config::limits;
+use crate::glue::requests::piggy::{self, Fields};
+use crate::glue::requests::{self, Tag};
 use crate::glue::types::Value;
 
 /// A kind's effect command.
@@ -21,25 +26,50 @@ pub trait Effect: Value {
     /// Decodes `PADLOCK.*SET key holder ...` (arguments with the name) and
     /// applies it.
     fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error>;
+
+    /// The fields a request-id's reply rule reads (`requests::piggy`).
+    fn fields(args: &[RedisString]) -> Result<Fields, Error>;
 }
 
-/// The body of every kind's effect command.
+/// The body of every kind's effect command: its own arguments, and the
+/// request-id riding on them, if any (remembered as the master did, and
+/// passed on with the effect to this server's own AOF and replicas).
 pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     from_replication(ctx, args)?;
-    K::apply(ctx, args)?;
+    let split = args
+        .len()
+        .checked_sub(piggy::TAIL_WORDS)
+        .filter(|&at| at >= 3 && args[at].bytes().eq_ignore_ascii_case(b"ID"));
+    let Some(at) = split else {
+        K::apply(ctx, args)?;
+        return Ok(RedisValue::SimpleStringStatic("OK"));
+    };
+    let (own, tail) = args.split_at(at);
+    let piggy::Tail {
+        id,
+        at_ms,
+        print,
+        rule,
+    } = piggy::parse(tail)?;
+    let answer = K::fields(own)?.answer(rule);
+    let tag = Rc::new(Tag {
+        at: Address {
+            db: crate::glue::blocking::selected_db(ctx),
+            key: own[1].bytes().into(),
+            holder: own[2].bytes().into(),
+        },
+        id,
+        print,
+    });
+    {
+        let _boarded = piggy::board(Rc::clone(&tag), Some(rule), at_ms);
+        K::apply(ctx, own)?;
+    }
+    requests::rode_in(ctx, tag, answer, at_ms);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
-/// Refuses an effect that came from neither the master link, the AOF
-/// loader nor a slot migration's stream.
-pub fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
-    let name = args.first().ok_or(Error::Arity)?;
-    let flags = ctx.get_flags();
-    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
-        return Err(Error::EffectOnly(name.as_slice().to_vec()));
-    }
-    Ok(())
-}
+pub use crate::glue::server::from_replication;
 
 /// `padlock.fencefloor fence`: the fence counter is raised to at least
 /// `fence` (sent by an atomic slot migration's source with the slots).

@@ -203,6 +203,18 @@ impl effect::Effect for RwLock {
             Ok(((), Some(Effect::set(h, e))))
         })
     }
+
+    fn fields(args: &[RedisString]) -> Result<crate::glue::requests::piggy::Fields, Error> {
+        let [_, _, _, reads, writes, fence, ..] = args else {
+            return Err(Error::Arity);
+        };
+        Ok(crate::glue::requests::piggy::Fields {
+            reads: effect::num(reads, "reads")?,
+            writes: effect::num(writes, "writes")?,
+            fence: effect::num(fence, "fence")?,
+            ..Default::default()
+        })
+    }
 }
 
 /// `RWLOCK.ACQUIRE ... BLOCK`.

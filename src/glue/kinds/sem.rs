@@ -175,6 +175,16 @@ impl effect::Effect for Semaphore {
             Ok(((), Some(e)))
         })
     }
+
+    fn fields(args: &[RedisString]) -> Result<crate::glue::requests::piggy::Fields, Error> {
+        let [_, _, _, _, permits, ..] = args else {
+            return Err(Error::Arity);
+        };
+        Ok(crate::glue::requests::piggy::Fields {
+            count: effect::num(permits, "permits")?,
+            ..Default::default()
+        })
+    }
 }
 
 /// `SEM.ACQUIRE ... BLOCK`.

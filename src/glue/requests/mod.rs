@@ -6,22 +6,26 @@
 //! it until it is granted, and the memory is saved with the RDB and the
 //! AOF (`saved`) and pruned by its own timer (`prune`).
 
+mod memory;
+pub mod piggy;
 mod prune;
+pub mod rdb;
 pub mod saved;
+
+pub use memory::{bounds, with};
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 
 use redis_module::{Context, RedisString, RedisValue};
 
 use super::blocking::{self, Reply};
-use super::config;
 use super::info::bump;
 use super::server::now_ms;
 use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
-use crate::core::ids::{self, Address, Answer, Bounds, Found, Memory, Remembered, Spots};
+use crate::core::ids::{self, Address, Answer, Found, Remembered, Spots};
 
 /// Where a command's positional arguments end: `After(n)` for `key holder
 /// ...` with n of them, `AfterKeys(n)` for `numkeys key [key ...] holder
@@ -37,7 +41,6 @@ pub enum Ids {
 pub static REPLAYED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    static MEMORY: RefCell<Memory> = RefCell::new(Memory::default());
     /// The request-id of the command running now, for a wait it queues.
     static CURRENT: RefCell<Option<Rc<Tag>>> = const { RefCell::new(None) };
 }
@@ -50,31 +53,23 @@ pub struct Tag {
     pub print: u64,
 }
 
-pub fn with<R>(f: impl FnOnce(&mut Memory) -> R) -> R {
-    MEMORY.with(|m| f(&mut m.borrow_mut()))
-}
-
-fn bounds() -> Bounds {
-    Bounds {
-        memory_ms: config::ID_MEMORY_MS.load(Relaxed),
-        per_holder: config::MAX_IDS_PER_HOLDER.load(Relaxed) as usize,
-    }
-}
-
 /// The index of the first option of a command's arguments (name at 0).
-fn options_start(ids: Ids, args: &[impl Arg]) -> Option<usize> {
+fn options_start<A: std::ops::Deref<Target = [u8]>>(ids: Ids, args: &[A]) -> Option<usize> {
     match ids {
         Ids::No => None,
         Ids::After(n) => Some(1 + n),
         Ids::AfterKeys(n) => {
-            let keys = parse_int(args.get(1)?.bytes()).filter(|&k| k >= 1)?;
+            let keys = parse_int(args.get(1)?).filter(|&k| k >= 1)?;
             Some(2 + usize::try_from(keys).ok()? + n)
         }
     }
 }
 
 /// Where `ID` sits in a command's arguments, if it was given.
-pub fn spots(ids: Ids, args: &[impl Arg]) -> Result<Option<Spots>, Error> {
+pub fn spots<A: std::ops::Deref<Target = [u8]>>(
+    ids: Ids,
+    args: &[A],
+) -> Result<Option<Spots>, Error> {
     let Some(start) = options_start(ids, args) else {
         return Ok(None);
     };
@@ -146,14 +141,18 @@ fn reply_answer(r: &Reply) -> Option<Answer> {
     }
 }
 
+/// How a resend takes the place of its own request still queued (the
+/// waiting engine's `take_place`).
+pub type TakePlace = fn(&Context, &Tag, Option<&RedisString>) -> Result<Option<RedisValue>, Error>;
+
 /// Runs a command that carries `ID`: `full` are its arguments as sent,
 /// `args` without the id, which is all `body` sees.
 pub fn run(
     ctx: &Context,
     ids: Ids,
-    full: &[RedisString],
-    args: &[RedisString],
+    (full, args): (&[RedisString], &[RedisString]),
     s: Spots,
+    take_place: TakePlace,
     body: impl FnOnce(&Context, &[RedisString]) -> Result<RedisValue, Error>,
 ) -> Result<RedisValue, Error> {
     let (Some(at), Some(id)) = (address(ctx, ids, full), s.id.and_then(|i| full.get(i))) else {
@@ -173,15 +172,25 @@ pub fn run(
         bump(&REPLAYED);
         return Ok(v);
     }
-    if let Some(v) = super::waiting::take_place(ctx, &tag, s.block.and_then(|i| full.get(i)))? {
+    if let Some(v) = take_place(ctx, &tag, s.block.and_then(|i| full.get(i)))? {
         return Ok(v);
     }
+    let at_ms = now_ms();
+    let rule = matches!(ids, Ids::After(_))
+        .then(|| piggy::Rule::of(full.first().map_or(&[][..], |a| a.bytes())))
+        .flatten();
     let before = CURRENT.replace(Some(Rc::clone(&tag)));
-    let result = body(ctx, args);
+    let (result, rode) = {
+        let _boarded = piggy::board(Rc::clone(&tag), rule, at_ms);
+        let result = body(ctx, args);
+        (result, piggy::alight())
+    };
     CURRENT.set(before);
     if let Ok(v) = &result {
         if let Some(answer) = to_answer(v) {
-            remember(ctx, tag, answer);
+            // Replicated already when it rode on the effect, and right.
+            let sent = rode.as_ref() == Some(&answer);
+            remember_at(ctx, tag, answer, at_ms, !sent);
         }
     }
     result
@@ -204,14 +213,36 @@ pub fn granted(ctx: &Context, tag: Rc<Tag>, reply: &Reply) {
 
 /// Remembers an applied request here and on replicas.
 fn remember(ctx: &Context, tag: Rc<Tag>, answer: Answer) {
+    remember_at(ctx, tag, answer, now_ms(), true);
+}
+
+/// Remembers a request applied at `at_ms`; `send`: replicate it too (not
+/// when it rode on the request's own effect).
+fn remember_at(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64, send: bool) {
     let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
     let r = Remembered {
         id: tag.id,
         print: tag.print,
         answer,
-        at_ms: now_ms(),
+        at_ms,
     };
-    saved::replicate(ctx, &tag.at, &r);
+    if send {
+        saved::replicate(ctx, &tag.at, &r);
+    }
+    with(|m| m.remember(tag.at, r, bounds()));
+    prune::after_remember(ctx);
+}
+
+/// An effect from the master or the AOF carried a request-id (`piggy`):
+/// remembered as the master remembered it.
+pub fn rode_in(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64) {
+    let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
+    let r = Remembered {
+        id: tag.id,
+        print: tag.print,
+        answer,
+        at_ms,
+    };
     with(|m| m.remember(tag.at, r, bounds()));
     prune::after_remember(ctx);
 }
@@ -226,11 +257,7 @@ pub fn taken_back(ctx: &Context, tag: &Tag) {
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL`: what applied to the flushed keys
 /// is gone with them.
 pub fn flushed(db: Option<i32>) {
-    MEMORY.with(|m| {
-        if let Ok(mut m) = m.try_borrow_mut() {
-            m.forget_db(db);
-        }
-    });
+    memory::try_with(|m| m.forget_db(db));
 }
 
 pub fn init(ctx: &Context) {
@@ -239,5 +266,5 @@ pub fn init(ctx: &Context) {
 
 /// For `INFO padlock`: ids remembered now.
 pub fn remembered() -> i64 {
-    MEMORY.with(|m| m.try_borrow().map_or(0, |m| m.len() as i64))
+    memory::try_with(|m| m.len() as i64).unwrap_or(0)
 }

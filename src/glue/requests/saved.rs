@@ -1,17 +1,13 @@
-//! Remembered request-ids beyond this process: replicated as
-//! `PADLOCK.REQUESTID` effects (in the same transaction as the request's
-//! own effects), written after each key's value by an AOF rewrite (which
-//! is also what an atomic slot migration ships), and saved whole in the
-//! RDB after the keys (`aux`).
+//! `PADLOCK.REQUESTID`: a remembered request-id sent to replicas and the
+//! AOF on its own, when it cannot ride on its request's effect (`piggy`):
+//! multi-key requests, a wait granted later, a grant taken back. The RDB
+//! and AOF-rewrite forms are `rdb`'s.
 //!
 //! `PADLOCK.REQUESTID key holder id at-ms print I n` (an integer reply),
 //! `... A n1 n2 ...` (an array), or `PADLOCK.REQUESTID key holder id
 //! FORGET` (a grant taken back).
 
-use std::os::raw::{c_char, c_int};
-use std::ptr::null_mut;
-
-use redis_module::{raw, Context, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use super::{bounds, with, Tag};
 use crate::core::args::{parse_int, Arg};
@@ -19,52 +15,10 @@ use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::core::error::Error;
 use crate::core::ids::{self, Address, Answer, Remembered};
 use crate::glue::blocking;
-use crate::glue::kinds::effect;
+use crate::glue::server::from_replication;
 
-pub const NAME: &std::ffi::CStr = c"padlock.requestid";
-
-/// The effect's arguments, as byte strings.
-fn words(at: &Address, id: &[u8], r: Option<&Remembered>) -> Vec<Vec<u8>> {
-    let mut w: Vec<Vec<u8>> = vec![at.key.to_vec(), at.holder.to_vec(), id.to_vec()];
-    let Some(r) = r else {
-        w.push(b"FORGET".to_vec());
-        return w;
-    };
-    w.push(r.at_ms.to_string().into_bytes());
-    w.push((r.print as i64).to_string().into_bytes());
-    match &r.answer {
-        Answer::Int(v) => {
-            w.push(b"I".to_vec());
-            w.push(v.to_string().into_bytes());
-        }
-        Answer::Ints(vs) => {
-            w.push(b"A".to_vec());
-            w.extend(vs.iter().map(|v| v.to_string().into_bytes()));
-        }
-    }
-    w
-}
-
-/// Calls `f` with the words as Redis strings (freed after).
-fn with_strings(
-    ctx: *mut raw::RedisModuleCtx,
-    w: &[Vec<u8>],
-    f: impl FnOnce(&mut [*mut raw::RedisModuleString]),
-) {
-    let mut strings: Vec<*mut raw::RedisModuleString> = w
-        .iter()
-        // SAFETY: new strings, freed below.
-        .map(|b| unsafe {
-            rm!(RedisModule_CreateString)(null_mut(), b.as_ptr() as *const c_char, b.len())
-        })
-        .collect();
-    f(&mut strings);
-    for s in strings {
-        // SAFETY: made above, without a context; Redis took its own references.
-        unsafe { rm!(RedisModule_FreeString)(null_mut(), s) };
-    }
-    let _ = ctx;
-}
+pub use super::rdb::NAME;
+use super::rdb::{with_strings, words};
 
 fn send(ctx: &Context, w: &[Vec<u8>]) {
     with_strings(ctx.ctx, w, |argv| {
@@ -100,7 +54,7 @@ pub fn replicate_forget(ctx: &Context, tag: &Tag) {
 
 /// The effect command's body.
 pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    effect::from_replication(ctx, args)?;
+    from_replication(ctx, args)?;
     let [_, key, holder, id, rest @ ..] = args else {
         return Err(Error::Arity);
     };
@@ -110,7 +64,9 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         holder: holder.bytes().into(),
     };
     if !ids::valid_id(id.bytes()) {
-        return Err(Error::RequestIdLength);
+        return Err(Error::RequestIdLength {
+            max: crate::core::ids::MAX_ID_LEN,
+        });
     }
     if holder.bytes().is_empty() || holder.bytes().len() > MAX_HOLDER_LEN {
         return Err(Error::HolderLength {
@@ -151,121 +107,3 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     with(|m| m.remember(at, r, bounds()));
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
-
-/// An AOF rewrite: the ids remembered for this key, after its value.
-pub fn emit_for_key(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
-    // SAFETY: live IO handle and key name of the rewrite.
-    let (db, name) = unsafe {
-        (
-            rm!(RedisModule_GetDbIdFromIO)(aof),
-            RedisString::string_as_slice(key).to_vec(),
-        )
-    };
-    let all: Vec<Vec<Vec<u8>>> = with(|m| {
-        m.of_key(db, &name)
-            .map(|(holder, r)| {
-                let at = Address {
-                    db,
-                    key: name.as_slice().into(),
-                    holder: holder.into(),
-                };
-                words(&at, &r.id, Some(r))
-            })
-            .collect()
-    });
-    for w in all {
-        with_strings(null_mut(), &w, |argv| {
-            // SAFETY: live IO handle; "v" reads exactly argv[..len].
-            unsafe {
-                rm!(RedisModule_EmitAOF)(
-                    aof,
-                    NAME.as_ptr(),
-                    c"v".as_ptr(),
-                    argv.as_mut_ptr(),
-                    argv.len(),
-                );
-            }
-        });
-    }
-}
-
-// ---- the RDB: every remembered id, after the keys ------------------------
-
-fn save_answer(rdb: *mut raw::RedisModuleIO, a: &Answer) {
-    match a {
-        Answer::Int(v) => {
-            raw::save_unsigned(rdb, 0);
-            raw::save_signed(rdb, *v);
-        }
-        Answer::Ints(vs) => {
-            raw::save_unsigned(rdb, 1 + vs.len() as u64);
-            for v in vs {
-                raw::save_signed(rdb, *v);
-            }
-        }
-    }
-}
-
-pub fn aux_save(rdb: *mut raw::RedisModuleIO) {
-    with(|m| {
-        raw::save_unsigned(rdb, m.len() as u64);
-        for (at, r) in m.all() {
-            raw::save_signed(rdb, i64::from(at.db));
-            raw::save_slice(rdb, &at.key);
-            raw::save_slice(rdb, &at.holder);
-            raw::save_slice(rdb, &r.id);
-            raw::save_signed(rdb, r.at_ms);
-            raw::save_unsigned(rdb, r.print);
-            save_answer(rdb, &r.answer);
-        }
-    });
-}
-
-const SHORT: &str = "data ends early or cannot be read";
-
-/// Loads what `aux_save` wrote; the memory is replaced only when all of it
-/// reads right.
-pub fn aux_load(rdb: *mut raw::RedisModuleIO) -> Result<(), &'static str> {
-    let u = || raw::load_unsigned(rdb).map_err(|_| SHORT);
-    let i = || raw::load_signed(rdb).map_err(|_| SHORT);
-    let b = || {
-        raw::load_string_buffer(rdb)
-            .map(|s| s.as_ref().to_vec())
-            .map_err(|_| SHORT)
-    };
-    let n = u()?;
-    let mut loaded = crate::core::ids::Memory::default();
-    let bounds = bounds();
-    for _ in 0..n {
-        let db = i32::try_from(i()?).map_err(|_| "database number out of range")?;
-        let (key, holder, id) = (b()?, b()?, b()?);
-        let (at_ms, print) = (i()?, u()?);
-        let answer = match u()? {
-            0 => Answer::Int(i()?),
-            k if k - 1 <= crate::core::args::MAX_KEYS as u64 => {
-                Answer::Ints((1..k).map(|_| i()).collect::<Result<_, _>>()?)
-            }
-            _ => return Err("reply too long"),
-        };
-        if !ids::valid_id(&id) || holder.is_empty() || holder.len() > MAX_HOLDER_LEN {
-            return Err("request-id or holder of a wrong length");
-        }
-        let at = Address {
-            db,
-            key: key.into(),
-            holder: holder.into(),
-        };
-        let r = Remembered {
-            id: id.into(),
-            print,
-            answer,
-            at_ms,
-        };
-        loaded.remember(at, r, bounds);
-    }
-    with(|m| *m = loaded);
-    Ok(())
-}
-
-/// For `aux_load`'s `when`.
-pub const AFTER: c_int = raw::Aux::After as c_int;

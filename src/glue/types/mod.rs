@@ -19,7 +19,7 @@ use redis_module::raw;
 use super::fences;
 use super::guard;
 use super::info::gauge;
-use super::requests::saved as requests;
+use super::requests::rdb as requests;
 use crate::core::stored::{self, Invalid};
 use crate::core::waitgraph::{Held, Need};
 

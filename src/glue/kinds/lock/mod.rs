@@ -8,7 +8,6 @@ use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::lock::{self, Effect, Grant, Lock};
-use crate::core::stored;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::{commit, Note, Write};
@@ -17,9 +16,10 @@ use crate::glue::fences;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::replicate;
+use crate::glue::requests::piggy;
 use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Try, Want};
 
-use super::effect;
+mod effect;
 use crate::glue::types::Value;
 
 impl Write for Effect {
@@ -48,8 +48,12 @@ impl Write for Effect {
                 key.modified();
             }
             Effect::Free => {
+                // The holder only when a request-id may ride on the effect.
+                let holder = piggy::aboard()
+                    .then(|| key.lock().ok().flatten().map(|l| l.holder.clone()))
+                    .flatten();
                 key.delete();
-                replicate::del(ctx, name);
+                replicate::lock_free(ctx, name, holder.as_deref());
             }
         }
     }
@@ -295,35 +299,6 @@ pub fn keep_held(
         }
     };
     keep(ctx, name, holder, client, ttl_ms, fence);
-}
-
-/// `PADLOCK.LOCKSET key holder count fence deadline-ms`: state from the
-/// master or the AOF, set outright.
-impl effect::Effect for Lock {
-    fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
-        let [_, name, h, count, fence, deadline_ms] = args else {
-            return Err(Error::Arity);
-        };
-        let (count, fence) = (effect::num(count, "count")?, effect::num(fence, "fence")?);
-        let d = effect::deadline(deadline_ms)?;
-        let l = stored::lock(h, effect::max_holder(), count, fence).map_err(effect::invalid)?;
-        stored::key_deadline(d).map_err(effect::invalid)?;
-        set(ctx, name, l, d)
-    }
-}
-
-fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> Result<(), Error> {
-    let mut key = Key::write(ctx, name);
-    key.lock()?;
-    fences::observe(lock.fence);
-    commit(
-        ctx,
-        name,
-        key,
-        Effect::Put { lock, deadline_ms },
-        Note::default(),
-    );
-    Ok(())
 }
 
 /// True as soon as one of `names` is held by someone else: a waiter for

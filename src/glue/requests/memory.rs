@@ -1,0 +1,28 @@
+//! The memory of request-ids itself, and its bounds from the config: the
+//! bottom of `requests`, which the data types' persistence reads too.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::core::ids::{Bounds, Memory};
+use crate::glue::config;
+
+thread_local! {
+    static MEMORY: RefCell<Memory> = RefCell::new(Memory::default());
+}
+
+pub fn with<R>(f: impl FnOnce(&mut Memory) -> R) -> R {
+    MEMORY.with(|m| f(&mut m.borrow_mut()))
+}
+
+/// `with`, unless the memory is busy: then None.
+pub fn try_with<R>(f: impl FnOnce(&mut Memory) -> R) -> Option<R> {
+    MEMORY.with(|m| m.try_borrow_mut().ok().map(|mut m| f(&mut m)))
+}
+
+pub fn bounds() -> Bounds {
+    Bounds {
+        memory_ms: config::ID_MEMORY_MS.load(Relaxed),
+        per_holder: config::MAX_IDS_PER_HOLDER.load(Relaxed) as usize,
+    }
+}

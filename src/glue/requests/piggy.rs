@@ -1,0 +1,188 @@
+//! A request-id rides on the request's own effect: `PADLOCK.LOCKSET key
+//! holder ... ID request-id AT at-ms PRINT print REPLY rule`, where the
+//! rule names which of the effect's own fields the reply was (a fence, a
+//! count, permits, a holder's read and write holds, or 1). One propagated
+//! command instead of two (and no MULTI around them): on a server with an
+//! AOF and replicas the second effect and its transaction cost more than
+//! the request itself. A request whose reply is not one of its effect's
+//! fields (multi-key ones, a wait granted later) sends `PADLOCK.REQUESTID`
+//! instead (`saved`).
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+
+use redis_module::RedisString;
+
+use super::Tag;
+use crate::core::args::{parse_int, Arg};
+use crate::core::error::Error;
+use crate::core::ids::Answer;
+
+/// Which field of the effect the reply is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    Fence,
+    Count,
+    Permits,
+    Holds,
+    One,
+}
+
+impl Rule {
+    /// The rule of a command's reply, by its name; None: not one of its
+    /// effect's fields.
+    pub fn of(command: &[u8]) -> Option<Rule> {
+        let c = command.to_ascii_lowercase();
+        Some(match c.as_slice() {
+            b"lock.acquire" | b"rwlock.acquire" => Rule::Fence,
+            b"lock.reenter" | b"lock.release" => Rule::Count,
+            b"sem.acquire" | b"sem.release" => Rule::Permits,
+            b"rwlock.release" => Rule::Holds,
+            b"lock.extend" | b"sem.extend" | b"rwlock.extend" => Rule::One,
+            _ => return None,
+        })
+    }
+
+    pub fn word(self) -> &'static CStr {
+        match self {
+            Rule::Fence => c"fence",
+            Rule::Count => c"count",
+            Rule::Permits => c"permits",
+            Rule::Holds => c"holds",
+            Rule::One => c"one",
+        }
+    }
+
+    fn parse(word: &[u8]) -> Option<Rule> {
+        [
+            Rule::Fence,
+            Rule::Count,
+            Rule::Permits,
+            Rule::Holds,
+            Rule::One,
+        ]
+        .into_iter()
+        .find(|r| r.word().to_bytes().eq_ignore_ascii_case(word))
+    }
+}
+
+/// An effect's fields, as a kind names them for the rules.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fields {
+    pub fence: u64,
+    pub count: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl Fields {
+    pub fn answer(&self, rule: Rule) -> Answer {
+        let i = |v: u64| v as i64;
+        match rule {
+            Rule::Fence => Answer::Int(i(self.fence)),
+            Rule::Count | Rule::Permits => Answer::Int(i(self.count)),
+            Rule::Holds => Answer::Ints(vec![i(self.reads), i(self.writes)]),
+            Rule::One => Answer::Int(1),
+        }
+    }
+}
+
+/// The running request's id, waiting for its effect.
+struct Rider {
+    tag: std::rc::Rc<Tag>,
+    rule: Rule,
+    at_ms: i64,
+    /// What the effect that carried the id said the reply is.
+    sent: Option<Answer>,
+}
+
+thread_local! {
+    static RIDER: RefCell<Option<Rider>> = const { RefCell::new(None) };
+}
+
+/// Clears the rider when the body is done, however it ended.
+pub struct Boarded;
+
+impl Drop for Boarded {
+    fn drop(&mut self) {
+        RIDER.set(None);
+    }
+}
+
+/// Before a request's body: its id may ride on the effect the body sends.
+pub fn board(tag: std::rc::Rc<Tag>, rule: Option<Rule>, at_ms: i64) -> Boarded {
+    RIDER.set(rule.map(|rule| Rider {
+        tag,
+        rule,
+        at_ms,
+        sent: None,
+    }));
+    Boarded
+}
+
+/// After the body: what the effect that carried the id answered, if one
+/// did.
+pub fn alight() -> Option<Answer> {
+    RIDER.take().and_then(|r| r.sent)
+}
+
+/// Whether a request-id waits for its effect now (cheap: the free path
+/// reads its holder only then).
+pub fn aboard() -> bool {
+    RIDER.with(|r| r.try_borrow().is_ok_and(|r| r.is_some()))
+}
+
+/// What an effect appends: the id, when, the print and the rule.
+pub struct Tail {
+    pub id: Box<[u8]>,
+    pub at_ms: i64,
+    pub print: u64,
+    pub rule: Rule,
+}
+
+/// Called by the effect of `key` and `holder` as it is sent: the tail to
+/// append when it is the running request's own (once per request).
+pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Tail> {
+    RIDER.with(|r| {
+        let mut r = r.try_borrow_mut().ok()?;
+        let rider = r.as_mut().filter(|x| x.sent.is_none())?;
+        if *rider.tag.at.key != *key || *rider.tag.at.holder != *holder {
+            return None;
+        }
+        rider.sent = Some(fields.answer(rider.rule));
+        Some(Tail {
+            id: rider.tag.id.clone(),
+            at_ms: rider.at_ms,
+            print: rider.tag.print,
+            rule: rider.rule,
+        })
+    })
+}
+
+/// The words an effect command takes after its own: `ID id AT at PRINT p
+/// REPLY rule`.
+pub const TAIL_WORDS: usize = 8;
+
+/// Reads a tail (`args` are its 8 words).
+pub fn parse(args: &[RedisString]) -> Result<Tail, Error> {
+    let [id_t, id, at_t, at, print_t, print, reply_t, rule] = args else {
+        return Err(Error::Syntax);
+    };
+    let is = |a: &RedisString, w: &[u8]| a.bytes().eq_ignore_ascii_case(w);
+    if !(is(id_t, b"ID") && is(at_t, b"AT") && is(print_t, b"PRINT") && is(reply_t, b"REPLY")) {
+        return Err(Error::Syntax);
+    }
+    if !crate::core::ids::valid_id(id.bytes()) {
+        return Err(Error::RequestIdLength {
+            max: crate::core::ids::MAX_ID_LEN,
+        });
+    }
+    let num = |a: &RedisString| parse_int(a.bytes()).ok_or(Error::Syntax);
+    let rule = Rule::parse(rule.bytes()).ok_or(Error::Syntax)?;
+    Ok(Tail {
+        id: id.bytes().into(),
+        at_ms: num(at)?,
+        print: num(print)? as u64,
+        rule,
+    })
+}
