@@ -31,9 +31,9 @@ SYNTAX = {
     "rwlock.release": "key holder READ|WRITE [ID request-id]",
     "rwlock.extend": "key holder ttl-ms [KEEP] [ID request-id]",
     "rwlock.info": "key",
-    "padlock.lockset": "key holder count fence deadline-ms [ID request-id] [AT at-ms] [PRINT print] [REPLY rule]",
-    "padlock.semset": "key holder limit permits deadline-ms [ID request-id] [AT at-ms] [PRINT print] [REPLY rule]",
-    "padlock.rwset": "key holder reads writes fence deadline-ms [ID request-id] [AT at-ms] [PRINT print] [REPLY rule]",
+    "padlock.lockset": "key holder count fence deadline-ms [ID request]",
+    "padlock.semset": "key holder limit permits deadline-ms [ID request]",
+    "padlock.rwset": "key holder reads writes fence deadline-ms [ID request]",
     "padlock.fencefloor": "fence",
     "padlock.requestid": "key holder request-id at-ms print I|A reply [reply ...]",
 }

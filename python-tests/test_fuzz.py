@@ -214,10 +214,18 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
         args = [rng.choice(KEYS[:3]), rng.choice([b"h1", b"h2", b"h3", b"", b"x" * 600])]
         # (Arity is the server's to check: some refuse to load such an AOF.)
         args += [effect_value(rng, now) for _ in range(arity - 3)]
+        if rng.random() < 0.3:
+            # A request-id riding on the effect, well formed or not.
+            args += [b"ID", rng.choice([
+                b"%d:%d:fence:r%d" % (now, rng.randrange(2**64), rng.randrange(9)),
+                b"%d:1:holds:a:b:c" % now, b"%d:1:count:" % now, b"1:2:nope:x",
+                b"x:1:one:r", b"%d:1:one:" % now + b"y" * 65, b"", b"::::",
+            ])]
         cmds.append([name, *args])
     srv, _ = aof_server(make_server, cmds)
     r = srv.client()
     assert r.dbsize() > 0, "some effects were accepted"
+    assert r.info("padlock")["padlock_request_ids"] > 0, "some request-ids rode in"
     assert loadable(r) >= 1
     fence = r.info("padlock")["padlock_last_fence"]
     assert 0 <= fence < 2**53

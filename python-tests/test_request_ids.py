@@ -332,10 +332,10 @@ def test_the_id_rides_on_the_requests_own_effect(make_server):
     cmds = [[a.lower() for a in c[:1]] + c[1:] for c in parse_commands(read_aof_incr(s.dir))]
     names = [c[0] for c in cmds if c[0] != b"select"]
     assert b"multi" not in names and b"padlock.requestid" not in names, names
-    tails = [c[-8:] for c in cmds if b"ID" in c]
-    assert [t[1] for t in tails] == [b"a", b"b", b"c", b"d", b"e"]
-    assert [t[7] for t in tails] == [b"fence", b"count", b"permits", b"fence", b"holds"]
-    freed = [c for c in cmds if c[0] == b"padlock.lockset" and c[-7] == b"b"][0]
+    tails = [c[-1].split(b":", 3) for c in cmds if len(c) > 2 and c[-2] == b"ID"]
+    assert [t[3] for t in tails] == [b"a", b"b", b"c", b"d", b"e"]
+    assert [t[2] for t in tails] == [b"fence", b"count", b"permits", b"fence", b"holds"]
+    freed = [c for c in cmds if c[0] == b"padlock.lockset" and c[-1].endswith(b":b")][0]
     assert freed[3:6] == [b"0", b"0", b"0"]
 
 

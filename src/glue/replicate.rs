@@ -22,7 +22,7 @@ use redis_module::{raw, Context, RedisString};
 use crate::core::lock::Lock;
 use crate::core::rwlock::{Effect, RwLock};
 use crate::core::semaphore::Semaphore;
-use crate::glue::requests::piggy::{self, Fields, Tail};
+use crate::glue::requests::piggy::{self, Fields};
 use crate::glue::types::Value;
 
 /// Decimal digits from a stack buffer: Redis builds one embedded string
@@ -147,46 +147,24 @@ impl Drop for Made<'_> {
     }
 }
 
-/// A request-id's tail on an effect (`requests::piggy`), as Redis
-/// arguments: the id is the command's own argument, the numbers digits.
-struct TailArgs {
-    id: RawString,
-    at: itoa::Buffer,
-    print: itoa::Buffer,
-}
-
-impl TailArgs {
-    fn new(m: &mut Made<'_>, t: &Tail) -> TailArgs {
-        let id = argument(&t.id).unwrap_or_else(|| m.make(&t.id));
-        TailArgs {
-            id,
-            at: itoa::Buffer::new(),
-            print: itoa::Buffer::new(),
-        }
-    }
-}
-
-/// Sends `cmd` with its fixed arguments `fmt`/`args...`, plus the tail of
-/// the running request's id when it rides on this effect. (A macro: the
-/// module API is variadic.)
+/// Sends `cmd` with its fixed arguments `fmt`/`args...`, plus `ID
+/// at-ms:print:rule:request-id` when the running request's id rides on
+/// this effect (`requests::piggy`). (A macro: the module API is variadic.)
 macro_rules! replicate_with_tail {
-    ($ctx:expr, $m:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
+    ($ctx:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
         match $tail {
+            // SAFETY: the format names exactly the arguments passed; the
+            // strings and buffers live until the call returns.
             None => unsafe {
                 rm!(RedisModule_Replicate)($ctx.ctx, $cmd, $fmt.as_ptr(), $($arg),*);
             },
             Some(t) => {
-                let mut ta = TailArgs::new(&mut $m, &t);
-                let id = ta.id;
-                let (ap, al) = digits(&mut ta.at, t.at_ms);
-                let (pp, pl) = digits(&mut ta.print, t.print as i64);
-                // SAFETY: the format names the fixed arguments, then "ID" s
-                // "AT" b "PRINT" b "REPLY" c, all alive until it returns.
+                let packed = t.packed();
+                // SAFETY: as above, the tail being "c" (ID) and "b".
                 unsafe {
                     rm!(RedisModule_Replicate)(
                         $ctx.ctx, $cmd, $tailfmt.as_ptr(), $($arg),*,
-                        c"ID".as_ptr(), id, c"AT".as_ptr(), ap, al,
-                        c"PRINT".as_ptr(), pp, pl, c"REPLY".as_ptr(), t.rule.word().as_ptr(),
+                        c"ID".as_ptr(), packed.as_ptr() as *const c_char, packed.len(),
                     );
                 }
             }
@@ -216,11 +194,10 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     // and buffers live until the call returns.
     replicate_with_tail!(
         ctx,
-        m,
         tail,
         Lock::INFO.effect.as_ptr(),
         c"sssbb",
-        c"sssbbcscbcbcc",
+        c"sssbbcb",
         key.inner,
         h,
         c,
@@ -243,11 +220,10 @@ pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
     let zero = m.count(0);
     replicate_with_tail!(
         ctx,
-        m,
         Some(t),
         Lock::INFO.effect.as_ptr(),
         c"sssss",
-        c"ssssscscbcbcc",
+        c"ssssscb",
         key.inner,
         h,
         zero,
@@ -273,11 +249,10 @@ pub fn sem_set(
     let (dp, dl) = digits(&mut d, deadline_ms);
     replicate_with_tail!(
         ctx,
-        m,
         tail,
         Semaphore::INFO.effect.as_ptr(),
         c"ssssb",
-        c"ssssbcscbcbcc",
+        c"ssssbcb",
         key.inner,
         h,
         l,
@@ -300,11 +275,10 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     );
     replicate_with_tail!(
         ctx,
-        m,
         tail,
         RwLock::INFO.effect.as_ptr(),
         c"ssssbb",
-        c"ssssbbcscbcbcc",
+        c"ssssbbcb",
         key.inner,
         h,
         r,

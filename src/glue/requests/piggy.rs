@@ -1,6 +1,7 @@
 //! A request-id rides on the request's own effect: `PADLOCK.LOCKSET key
-//! holder ... ID request-id AT at-ms PRINT print REPLY rule`, where the
-//! rule names which of the effect's own fields the reply was (a fence, a
+//! holder ... ID at-ms:print:rule:request-id` (one word, the fewest strings
+//! Redis makes per request), where the rule names which of the effect's
+//! own fields the reply was (a fence, a
 //! count, permits, a holder's read and write holds, or 1). One propagated
 //! command instead of two (and no MULTI around them): on a server with an
 //! AOF and replicas the second effect and its transaction cost more than
@@ -32,15 +33,22 @@ impl Rule {
     /// The rule of a command's reply, by its name; None: not one of its
     /// effect's fields.
     pub fn of(command: &[u8]) -> Option<Rule> {
-        let c = command.to_ascii_lowercase();
-        Some(match c.as_slice() {
-            b"lock.acquire" | b"rwlock.acquire" => Rule::Fence,
-            b"lock.reenter" | b"lock.release" => Rule::Count,
-            b"sem.acquire" | b"sem.release" => Rule::Permits,
-            b"rwlock.release" => Rule::Holds,
-            b"lock.extend" | b"sem.extend" | b"rwlock.extend" => Rule::One,
-            _ => return None,
-        })
+        const RULES: [(&[u8], Rule); 10] = [
+            (b"lock.acquire", Rule::Fence),
+            (b"rwlock.acquire", Rule::Fence),
+            (b"lock.reenter", Rule::Count),
+            (b"lock.release", Rule::Count),
+            (b"sem.acquire", Rule::Permits),
+            (b"sem.release", Rule::Permits),
+            (b"rwlock.release", Rule::Holds),
+            (b"lock.extend", Rule::One),
+            (b"sem.extend", Rule::One),
+            (b"rwlock.extend", Rule::One),
+        ];
+        RULES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(command))
+            .map(|(_, r)| *r)
     }
 
     pub fn word(self) -> &'static CStr {
@@ -159,30 +167,54 @@ pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Tail> {
     })
 }
 
-/// The words an effect command takes after its own: `ID id AT at PRINT p
-/// REPLY rule`.
-pub const TAIL_WORDS: usize = 8;
+impl Tail {
+    /// `at-ms:print:rule:request-id`, the one word after `ID` (the id last:
+    /// it may hold colons).
+    pub fn packed(&self) -> Vec<u8> {
+        let mut out = format!(
+            "{}:{}:{}:",
+            self.at_ms,
+            self.print,
+            self.rule.word().to_string_lossy()
+        )
+        .into_bytes();
+        out.extend_from_slice(&self.id);
+        out
+    }
+}
 
-/// Reads a tail (`args` are its 8 words).
+/// The words an effect command takes after its own: `ID packed`.
+pub const TAIL_WORDS: usize = 2;
+
+/// Reads a tail (`args` are its words).
 pub fn parse(args: &[RedisString]) -> Result<Tail, Error> {
-    let [id_t, id, at_t, at, print_t, print, reply_t, rule] = args else {
+    let [id_t, packed] = args else {
         return Err(Error::Syntax);
     };
-    let is = |a: &RedisString, w: &[u8]| a.bytes().eq_ignore_ascii_case(w);
-    if !(is(id_t, b"ID") && is(at_t, b"AT") && is(print_t, b"PRINT") && is(reply_t, b"REPLY")) {
+    if !id_t.bytes().eq_ignore_ascii_case(b"ID") {
         return Err(Error::Syntax);
     }
-    if !crate::core::ids::valid_id(id.bytes()) {
+    let mut parts = packed.bytes().splitn(4, |&b| b == b':');
+    let (Some(at), Some(print), Some(rule), Some(id)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Error::Syntax);
+    };
+    if !crate::core::ids::valid_id(id) {
         return Err(Error::RequestIdLength {
             max: crate::core::ids::MAX_ID_LEN,
         });
     }
-    let num = |a: &RedisString| parse_int(a.bytes()).ok_or(Error::Syntax);
-    let rule = Rule::parse(rule.bytes()).ok_or(Error::Syntax)?;
+    let at_ms = parse_int(at).ok_or(Error::Syntax)?;
+    let print = std::str::from_utf8(print)
+        .ok()
+        .and_then(|p| p.parse::<u64>().ok())
+        .ok_or(Error::Syntax)?;
+    let rule = Rule::parse(rule).ok_or(Error::Syntax)?;
     Ok(Tail {
-        id: id.bytes().into(),
-        at_ms: num(at)?,
-        print: num(print)? as u64,
+        id: id.into(),
+        at_ms,
+        print,
         rule,
     })
 }

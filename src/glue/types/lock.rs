@@ -50,7 +50,7 @@ pub static LOCK_INFO: KindInfo = KindInfo {
     expired_event: c"lock.expired",
     evicted_event: c"lock.evicted",
     effect: c"padlock.lockset",
-    effect_syntax: "key holder count fence deadline-ms [ID request-id] [AT at-ms] [PRINT print] [REPLY rule]",
+    effect_syntax: "key holder count fence deadline-ms [ID request]",
     effect_summary: "Effect (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.",
     effect_complexity: "O(1)",
 };

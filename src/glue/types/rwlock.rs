@@ -50,7 +50,7 @@ pub static RWLOCK_INFO: KindInfo = KindInfo {
     expired_event: c"rwlock.expired",
     evicted_event: c"rwlock.evicted",
     effect: c"padlock.rwset",
-    effect_syntax: "key holder reads writes fence deadline-ms [ID request-id] [AT at-ms] [PRINT print] [REPLY rule]",
+    effect_syntax: "key holder reads writes fence deadline-ms [ID request]",
     effect_summary: "Effect (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.",
     effect_complexity: "O(log N) where N is the number of holders",
 };

@@ -49,7 +49,7 @@ pub static SEM_INFO: KindInfo = KindInfo {
     expired_event: c"sem.expired",
     evicted_event: c"sem.evicted",
     effect: c"padlock.semset",
-    effect_syntax: "key holder limit permits deadline-ms [ID request-id] [AT at-ms] [PRINT print] [REPLY rule]",
+    effect_syntax: "key holder limit permits deadline-ms [ID request]",
     effect_summary: "Effect (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.",
     effect_complexity: "O(log N) where N is the number of holders",
 };
