@@ -10,19 +10,22 @@
 //! first. Nothing here reads a clock or a key: times come in, and "is it
 //! still held" is the glue's answer.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
 
 use super::error::Error;
 
 /// Longest request-id in bytes.
 pub const MAX_ID_LEN: usize = 64;
 
-/// Where requests applied: one group of remembered ids.
+/// Where requests applied: one group of remembered ids. Shared strings:
+/// the group's maps, its place in the due order and a queued request's tag
+/// all hold the same ones.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Address {
     pub db: i32,
-    pub key: Box<[u8]>,
-    pub holder: Box<[u8]>,
+    pub key: Rc<[u8]>,
+    pub holder: Rc<[u8]>,
 }
 
 /// A reply worth remembering: every changing command answers an integer
@@ -95,14 +98,14 @@ impl std::hash::Hasher for Quick {
 type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Quick>>;
 
 /// A database's groups, by key and holder.
-type Keys = Map<Box<[u8]>, Map<Box<[u8]>, Group>>;
+type Keys = Map<Rc<[u8]>, Map<Rc<[u8]>, Group>>;
 
 /// Every group, and the order in which they come due.
 #[derive(Debug, Default)]
 pub struct Memory {
     groups: Map<i32, Keys>,
     count: usize,
-    order: BTreeSet<(i64, u64, Address)>,
+    order: BTreeMap<(i64, u64), Address>,
     seq: u64,
     total: usize,
 }
@@ -188,27 +191,27 @@ impl Memory {
         g.due = g.due.max(due);
         g.seq = self.seq;
         let new = (g.due, g.seq);
-        self.order.remove(&(old.0, old.1, at.clone()));
-        self.order.insert((new.0, new.1, at));
+        self.order.remove(&old);
+        self.order.insert(new, at);
     }
 
     /// The group that comes due first, if it is due by `now_ms`.
     pub fn due(&self, now_ms: i64) -> Option<&Address> {
         self.order
-            .first()
-            .filter(|(due, _, _)| *due <= now_ms)
-            .map(|(_, _, a)| a)
+            .first_key_value()
+            .filter(|((due, _), _)| *due <= now_ms)
+            .map(|(_, a)| a)
     }
 
     /// When the first group comes due.
     pub fn next_due(&self) -> Option<i64> {
-        self.order.first().map(|(due, _, _)| *due)
+        self.order.first_key_value().map(|((due, _), _)| *due)
     }
 
     /// The group that comes due first, whether due or not (to forget when
     /// past `max-remembered-ids`).
     pub fn oldest(&self) -> Option<&Address> {
-        self.order.first().map(|(_, _, a)| a)
+        self.order.first_key_value().map(|(_, a)| a)
     }
 
     /// A group found still held: due again at `until_ms`, behind the rest.
@@ -221,13 +224,13 @@ impl Memory {
         g.due = until_ms;
         g.seq = seq;
         self.seq = seq;
-        self.order.remove(&(old.0, old.1, at.clone()));
-        self.order.insert((until_ms, seq, at.clone()));
+        self.order.remove(&old);
+        self.order.insert((until_ms, seq), at.clone());
     }
     /// Forgets one group.
     pub fn forget(&mut self, at: &Address) {
         if let Some(g) = self.take_group(at) {
-            self.order.remove(&(g.due, g.seq, at.clone()));
+            self.order.remove(&(g.due, g.seq));
             self.total -= g.ids.len();
         }
     }
@@ -253,8 +256,7 @@ impl Memory {
     pub fn forget_db(&mut self, db: Option<i32>) {
         let gone: Vec<Address> = self
             .order
-            .iter()
-            .map(|(_, _, a)| a)
+            .values()
             .filter(|a| db.is_none_or(|d| a.db == d))
             .cloned()
             .collect();
@@ -278,7 +280,7 @@ impl Memory {
 
     /// Every remembered id, oldest group first (to save).
     pub fn all(&self) -> impl Iterator<Item = (&Address, &Remembered)> + '_ {
-        self.order.iter().flat_map(move |(_, _, a)| {
+        self.order.values().flat_map(move |a| {
             self.group(a)
                 .into_iter()
                 .flat_map(move |g| g.ids.iter().map(move |r| (a, r)))
@@ -301,26 +303,17 @@ impl Memory {
     }
 }
 
-/// A stable 64-bit hash of a request's arguments (FNV-1a over each
-/// argument's length and bytes): the same on every server and after a
-/// restart, since it is saved and replicated.
+/// A stable 64-bit hash of a request's arguments (each one's length and
+/// bytes through `Quick`, eight bytes a step): the same on every server
+/// and after a restart, since it is saved and replicated.
 pub fn print<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h = OFFSET;
-    let mut eat = |b: u8| {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(PRIME);
-    };
+    use std::hash::Hasher;
+    let mut h = Quick(0x9e37_79b9_7f4a_7c15);
     for a in args {
-        for b in (a.len() as u64).to_le_bytes() {
-            eat(b);
-        }
-        for &b in a {
-            eat(b);
-        }
+        h.write_usize(a.len());
+        h.write(a);
     }
-    h
+    h.finish()
 }
 
 /// Checks a request-id's length.

@@ -171,13 +171,17 @@ impl Tail {
     /// `at-ms:print:rule:request-id`, the one word after `ID` (the id last:
     /// it may hold colons).
     pub fn packed(&self) -> Vec<u8> {
-        let mut out = format!(
-            "{}:{}:{}:",
-            self.at_ms,
-            self.print,
-            self.rule.word().to_string_lossy()
-        )
-        .into_bytes();
+        let (mut a, mut p) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let (at, print, rule) = (
+            a.format(self.at_ms).as_bytes(),
+            p.format(self.print).as_bytes(),
+            self.rule.word().to_bytes(),
+        );
+        let mut out = Vec::with_capacity(at.len() + print.len() + rule.len() + 3 + self.id.len());
+        for part in [at, print, rule] {
+            out.extend_from_slice(part);
+            out.push(b':');
+        }
         out.extend_from_slice(&self.id);
         out
     }
