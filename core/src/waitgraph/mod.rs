@@ -13,7 +13,7 @@ mod cycle;
 mod tests;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::hash::Hash;
 
 pub use cycle::{find_cycle, Found, Held};
@@ -56,6 +56,21 @@ impl<K> Edge<K> {
     }
 }
 
+/// Adds (`on`) or removes a blocked edge's request in the complex index.
+fn mark<K: Hash + Eq + Clone>(complex: &mut HashMap<K, BTreeSet<u64>>, e: &Edge<K>, on: bool) {
+    let Source::Blocked(id) = e.source else {
+        return;
+    };
+    if on {
+        complex.entry(e.key.clone()).or_default().insert(id);
+    } else if let Some(set) = complex.get_mut(&e.key) {
+        set.remove(&id);
+        if set.is_empty() {
+            complex.remove(&e.key);
+        }
+    }
+}
+
 /// One step of a reported cycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node<K> {
@@ -66,6 +81,12 @@ pub enum Node<K> {
 #[derive(Debug)]
 pub struct WaitGraph<K> {
     edges: HashMap<Vec<u8>, Vec<Edge<K>>>,
+    /// Per key, the blocked requests whose holder has another edge too (a
+    /// multi-key request, a second client, a declared wait). A request
+    /// whose holder waits for this key alone reaches only what the key's
+    /// holders and the requests ahead of it reach, so a check on a lock or
+    /// semaphore key reads these, not the whole queue (see `complex_ahead`).
+    complex: HashMap<K, BTreeSet<u64>>,
     /// Declared edges (`LOCK.WAITFOR`), counted for `max-wait-edges`.
     declared: usize,
     /// When each declared edge runs out (a replaced edge leaves a stale
@@ -78,6 +99,7 @@ impl<K> Default for WaitGraph<K> {
     fn default() -> Self {
         WaitGraph {
             edges: HashMap::new(),
+            complex: HashMap::new(),
             declared: 0,
             expiry: BinaryHeap::new(),
         }
@@ -90,23 +112,68 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
     }
 
     fn add(&mut self, holder: &[u8], edge: Edge<K>) {
-        self.edges.entry(holder.to_vec()).or_default().push(edge);
+        let list = self.edges.entry(holder.to_vec()).or_default();
+        list.push(edge);
+        // The holder's requests are complex from its second edge on.
+        match list.len() {
+            1 => {}
+            2 => {
+                for e in list.iter() {
+                    mark(&mut self.complex, e, true);
+                }
+            }
+            _ => {
+                if let Some(e) = list.last() {
+                    mark(&mut self.complex, e, true);
+                }
+            }
+        }
     }
 
     fn remove_where(&mut self, holder: &[u8], pred: impl Fn(&Edge<K>) -> bool) {
         if let Some(list) = self.edges.get_mut(holder) {
             let declared = &mut self.declared;
+            let complex = &mut self.complex;
             list.retain(|e| {
                 let gone = pred(e);
-                if gone && e.source == Source::Declared {
-                    *declared -= 1;
+                if gone {
+                    mark(complex, e, false);
+                    if e.source == Source::Declared {
+                        *declared -= 1;
+                    }
                 }
                 !gone
             });
+            // Down to one edge: that request is plain again.
+            if let [only] = list.as_slice() {
+                mark(complex, only, false);
+            }
             if list.is_empty() {
                 self.edges.remove(holder);
             }
         }
+    }
+
+    /// The first blocked request of `holder` on `key` (its waiter id).
+    pub fn first_blocked(&self, holder: &[u8], key: &K) -> Option<u64> {
+        self.edges
+            .get(holder)?
+            .iter()
+            .filter(|e| &e.key == key)
+            .filter_map(|e| match e.source {
+                Source::Blocked(id) => Some(id),
+                Source::Declared => None,
+            })
+            .min()
+    }
+
+    /// The complex requests (see `complex`) queued on `key` before waiter
+    /// id `before`, nearest first.
+    pub fn complex_ahead(&self, key: &K, before: u64) -> impl Iterator<Item = u64> + '_ {
+        self.complex
+            .get(key)
+            .into_iter()
+            .flat_map(move |s| s.range(..before).rev().copied())
     }
 
     /// Declared edges alive or not yet pruned.

@@ -70,8 +70,8 @@ fn nearest_ahead(
 /// Whom `x`'s request on `key` waits for: the holders it cannot share the
 /// key with, and the conflicting requests queued ahead of it (`req` says
 /// which of `x`'s requests is meant: `Queued(id)` names its waiter).
-fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Held {
-    let (need, ahead) = requests_ahead(x, key, req);
+fn waits_on(ctx: &Context, root: &[u8], x: &[u8], key: &KeyId, req: Request, now: i64) -> Held {
+    let (need, ahead) = requests_ahead(root, x, key, req);
     let mut held = blocking::in_db(ctx, key.db, || {
         let name = key.name(ctx);
         let k = Key::read(ctx, &name);
@@ -85,16 +85,16 @@ fn waits_on(ctx: &Context, x: &[u8], key: &KeyId, req: Request, now: i64) -> Hel
 }
 
 /// `waits_on` for holders already read (by the refused attempt itself).
-fn with_ahead(mut held: Held, x: &[u8], key: &KeyId, req: Request) -> Held {
-    held.all.extend(requests_ahead(x, key, req).1);
+fn with_ahead(mut held: Held, root: &[u8], x: &[u8], key: &KeyId, req: Request) -> Held {
+    held.all.extend(requests_ahead(root, x, key, req).1);
     held
 }
 
 /// What `x`'s request needs, and the requests queued ahead of it that it
 /// waits for.
-fn requests_ahead(x: &[u8], key: &KeyId, req: Request) -> (Need, Vec<Vec<u8>>) {
+fn requests_ahead(root: &[u8], x: &[u8], key: &KeyId, req: Request) -> (Need, Vec<Vec<u8>>) {
     state::with(|s| {
-        let (need, before) = match req {
+        let (need, before, summary) = match req {
             Request::Declared => return (Need::Exclusive, vec![]),
             Request::New(want) => {
                 let before = if want.jumps_queue() {
@@ -102,21 +102,71 @@ fn requests_ahead(x: &[u8], key: &KeyId, req: Request) -> (Need, Vec<Vec<u8>>) {
                 } else {
                     WaiterId::MAX
                 };
-                (want.need(), before)
+                (want.need(), before, summarised(want))
             }
             Request::Queued(id) => {
                 let Some(want) = s.waiters.get(id).map(|(_, e)| &e.payload.want) else {
                     return (Need::Exclusive, vec![]);
                 };
-                (want.need(), id)
+                (want.need(), id, summarised(&**want))
             }
         };
+        if summary {
+            return (need, summary_ahead(s, root, x, key, before));
+        }
         let ahead = s.waiters.ahead(key, before).filter_map(|id| {
             let w = &s.waiters.get(id)?.1.payload;
             Some((w.holder.clone(), w.want.need()))
         });
         (need, nearest_ahead(ahead, x, need))
     })
+}
+
+/// On a lock or semaphore key every request waits for all those ahead of
+/// it; one whose holder waits for nothing else reaches only this key's
+/// holders (whom `x` waits for itself) and what the requests ahead of it
+/// reach. So only the others count (`WaitGraph::complex_ahead`): O(those),
+/// not O(queue). The holder being checked (`root`) has one request more
+/// than the graph shows, the one about to queue: its queued ones count too,
+/// and its new one waits for the nearest other request when that one is
+/// behind one of its own. (The property test `long_queues_match_brute_force`
+/// checks this rule against waiting for every request ahead.)
+fn summary_ahead(
+    s: &state::State,
+    root: &[u8],
+    x: &[u8],
+    key: &KeyId,
+    before: WaiterId,
+) -> Vec<Vec<u8>> {
+    let holder = |id: WaiterId| s.waiters.get(id).map(|(_, e)| e.payload.holder.clone());
+    let mut out: Vec<Vec<u8>> = s
+        .graph
+        .complex_ahead(key, before)
+        .filter_map(holder)
+        .filter(|h| h.as_slice() != x)
+        .collect();
+    let own_before = |b: WaiterId| s.graph.first_blocked(root, key).is_some_and(|r| r < b);
+    if x != root {
+        if own_before(before) {
+            out.push(root.to_vec());
+        }
+    } else if let Some((id, h)) = s
+        .waiters
+        .ahead(key, before)
+        .filter_map(|id| Some((id, holder(id)?)))
+        .find(|(_, h)| h.as_slice() != root)
+    {
+        if own_before(id) {
+            out.push(h);
+        }
+    }
+    out
+}
+
+/// Whether a request's key is one where all requests conflict (a lock or a
+/// semaphore), so that the complex requests ahead summarise the queue.
+fn summarised(want: &dyn Want) -> bool {
+    want.kind() != "rwlock"
 }
 
 /// The cycle as the calling user may see it (see `acl::Reader`).
@@ -169,7 +219,7 @@ pub fn check(
                 // What the refused attempt already read of its one key.
                 if let (Some(held), [only]) = (known, keys) {
                     if only == k {
-                        return with_ahead(held.clone(), x, k, req);
+                        return with_ahead(held.clone(), holder, x, k, req);
                     }
                 }
                 req
@@ -179,7 +229,7 @@ pub fn check(
                     None => Request::Declared,
                 }
             };
-            waits_on(ctx, x, k, req, now)
+            waits_on(ctx, holder, x, k, req, now)
         },
         BUDGET + keys.len(),
     );

@@ -1,0 +1,125 @@
+"""One hot key: N clients queue on one lock (LOCK.ACQUIRE ... BLOCK 0) and,
+side by side in the same run, N clients on one list (BLPOP ... 0). Reports
+the server time per queued waiter (INFO commandstats) of each, their
+ratio, and the p99 of a PING sent from another client while the waiters
+queue; then checks the FIFO hand-off through all of them.
+
+python scripts/hotkey.py [N ...]   (default 1000 5000 10000)
+"""
+
+import socket
+import sys
+import time
+
+import redis
+
+from harness import Server
+
+
+def resp(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def usec(r, cmd):
+    s = r.info("commandstats").get(f"cmdstat_{cmd}", {})
+    return s.get("usec", 0), s.get("calls", 0)
+
+
+def ping_loop(port, stop, out):
+    """Another client's PINGs, one due every millisecond, until `stop` is
+    set: how late each reply came after the PING was due, in ms (open
+    loop: a PING due while the server stalls counts the whole stall, so
+    the figure has no coordinated omission). A process of its own, so that
+    the queueing client's own pauses do not count."""
+    c = redis.Redis(port=port)
+    times = []
+    start = time.perf_counter()
+    k = 0
+    while not stop.is_set():
+        due = start + k * 0.001
+        now = time.perf_counter()
+        if now < due:
+            time.sleep(due - now)
+        c.ping()
+        done = time.perf_counter()
+        # Every PING that fell due while this one waited was as late.
+        while start + k * 0.001 <= done:
+            times.append((done - (start + k * 0.001)) * 1000)
+            k += 1
+    out.put(times)
+
+
+def queue(port, n, make, r, cmd):
+    """Opens n sockets, each sending one blocking command, while another
+    process PINGs; returns (server µs per waiter, PING p99 ms, sockets)."""
+    import multiprocessing as mp
+    stop, out = mp.Event(), mp.Queue()
+    pinger = mp.Process(target=ping_loop, args=(port, stop, out))
+    u0, c0 = usec(r, cmd)
+    pinger.start()
+    # Connected first, then all sent at once: a burst, as many clients
+    # arriving together make it.
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    time.sleep(0.2)
+    for i, s in enumerate(socks):
+        s.sendall(make(i))
+    deadline = time.time() + 60
+    while r.info("clients")["blocked_clients"] < n and time.time() < deadline:
+        time.sleep(0.005)
+    u1, c1 = usec(r, cmd)
+    stop.set()
+    pings = sorted(out.get(timeout=30))
+    pinger.join()
+    p99 = pings[int(len(pings) * 0.99)] if pings else 0.0
+    return (u1 - u0) / max(1, c1 - c0), p99, socks
+
+
+def run(n):
+    srv = Server(extra=["--maxclients", str(n + 1000)])
+    r = redis.Redis(port=srv.port)
+    r.config_set("padlock.max-waiters-per-key", max(n, 10000))
+    r.execute_command("LOCK.ACQUIRE", "hot", "owner", 600000)
+    lock_us, lock_p99, lsocks = queue(
+        srv.port, n, lambda i: resp("LOCK.ACQUIRE", "hot", f"w{i}", 600000, "BLOCK", 0),
+        r, "lock.acquire")
+    # The hand-off goes through the queue in order.
+    r.execute_command("LOCK.RELEASE", "hot", "owner")
+    order_ok = True
+    for i in range(min(n, 200)):
+        info = r.execute_command("LOCK.INFO", "hot")
+        holder = dict(zip(info[::2], info[1::2]))[b"holder"]
+        if holder != f"w{i}".encode():
+            order_ok = False
+            break
+        r.execute_command("LOCK.RELEASE", "hot", holder)
+    for s in lsocks:
+        s.close()
+    while r.info("clients")["blocked_clients"] > 0:
+        time.sleep(0.05)
+    list_us, list_p99, bsocks = queue(
+        srv.port, n, lambda i: resp("BLPOP", "hotlist", 0), r, "blpop")
+    for s in bsocks:
+        s.close()
+    srv.stop()
+    return dict(n=n, lock_us=lock_us, list_us=list_us, lock_p99=lock_p99, list_p99=list_p99,
+                fifo=order_ok)
+
+
+def main():
+    sizes = [int(a) for a in sys.argv[1:]] or [1000, 5000, 10000]
+    print("| waiters on one key | LOCK.ACQUIRE BLOCK µs/waiter | BLPOP µs/waiter | ratio | "
+          "PING p99 while locks queue | PING p99 while BLPOPs queue | FIFO hand-off |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for n in sizes:
+        x = run(n)
+        print(f"| {x['n']:,} | {x['lock_us']:.1f} | {x['list_us']:.1f} | "
+              f"{x['lock_us'] / max(x['list_us'], 0.01):.1f}x | {x['lock_p99']:.2f} ms | "
+              f"{x['list_p99']:.2f} ms | {'yes' if x['fifo'] else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
