@@ -8,6 +8,8 @@
 //!
 //! The deadlock check itself is `cycle::find_cycle`.
 
+#[cfg(test)]
+mod brute;
 mod cycle;
 #[cfg(test)]
 mod tests;
