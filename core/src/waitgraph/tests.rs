@@ -1,6 +1,4 @@
 use super::*;
-use proptest::prelude::*;
-use std::collections::{HashMap, HashSet};
 
 /// One key, a generous budget: the cycle, if any.
 pub(super) fn fc<K: std::hash::Hash + Eq + Clone>(
