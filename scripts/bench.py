@@ -306,8 +306,11 @@ def main():
     save(pc, cont)
     print("==> memory, hand-off latency, KEEP, readers", flush=True)
     mem, lat, keep, rw = extras()
+    print("==> one hot key", flush=True)
+    import hotkey
+    hot = hotkey.table([1000, 5000, 9000])
 
-    table = tables(pc, cont)
+    table = tables(pc, cont) + "\n\n" + hot
     more = [
         "", "**Bytes per key** (100,000 keys, used_memory):", "",
         "| " + " | ".join(mem) + " |", "|" + " --- |" * len(mem),
