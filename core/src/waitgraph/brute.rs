@@ -181,10 +181,11 @@ fn check_models(
             return as_held(held_nearest(edges_ref, keys_ref, x[0], *k, s, ahead));
         }
         let (mut all, any) = held_for(edges_ref, keys_ref, x[0], *k, s, 0);
+        // The nearest complex one: it waits for all those ahead of it.
         all.extend(
             g.complex_ahead(k, ahead as u64)
                 .map(|id| edges_ref[id as usize].0)
-                .filter(|y| *y != x[0]),
+                .find(|y| *y != x[0]),
         );
         // The waiter being checked has one request more than the graph
         // shows (the one it is about to queue): its queued ones count too,

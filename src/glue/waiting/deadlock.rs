@@ -125,8 +125,8 @@ fn requests_ahead(root: &[u8], x: &[u8], key: &KeyId, req: Request) -> (Need, Ve
 /// On a lock or semaphore key every request waits for all those ahead of
 /// it; one whose holder waits for nothing else reaches only this key's
 /// holders (whom `x` waits for itself) and what the requests ahead of it
-/// reach. So only the others count (`WaitGraph::complex_ahead`): O(those),
-/// not O(queue). The holder being checked (`root`) has one request more
+/// reach. So only the others count (`WaitGraph::complex_ahead`), and of
+/// them the nearest, which waits for the rest in turn: O(1), not O(queue). The holder being checked (`root`) has one request more
 /// than the graph shows, the one about to queue: its queued ones count too,
 /// and its new one waits for the nearest other request when that one is
 /// behind one of its own. (The property test `long_queues_match_brute_force`
@@ -139,11 +139,13 @@ fn summary_ahead(
     before: WaiterId,
 ) -> Vec<Vec<u8>> {
     let holder = |id: WaiterId| s.waiters.get(id).map(|(_, e)| e.payload.holder.clone());
+    // The nearest one: it waits for all those ahead of it in turn.
     let mut out: Vec<Vec<u8>> = s
         .graph
         .complex_ahead(key, before)
         .filter_map(holder)
-        .filter(|h| h.as_slice() != x)
+        .find(|h| h.as_slice() != x)
+        .into_iter()
         .collect();
     let own_before = |b: WaiterId| s.graph.first_blocked(root, key).is_some_and(|r| r < b);
     if x != root {
