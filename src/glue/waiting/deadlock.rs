@@ -288,18 +288,21 @@ pub fn graph(ctx: &Context, count: usize) -> RedisValue {
     let edges: Vec<(Vec<u8>, KeyId, Option<i64>)> = state::with(|s| {
         s.graph.prune(now);
         s.graph
-            .edges(now)
+            .edges(now, count, |k| reader.may_read(&k.name))
             .into_iter()
-            .filter(|(_, e)| reader.may_read(&e.key.name))
-            .take(count)
             .map(|(h, e)| (h.to_vec(), e.key.clone(), e.expires_at))
             .collect()
     });
+    // Each key read once, however many wait for it.
+    let mut holders_of: HashMap<KeyId, Vec<Vec<u8>>> = HashMap::new();
     RedisValue::Array(
         edges
             .into_iter()
             .map(|(waiter, key, expires)| {
-                let holders: Vec<_> = held_at(ctx, &key, now).holders().cloned().collect();
+                let holders = holders_of
+                    .entry(key.clone())
+                    .or_insert_with(|| held_at(ctx, &key, now).holders().cloned().collect())
+                    .clone();
                 RedisValue::Array(vec![
                     RedisValue::StringBuffer(waiter),
                     RedisValue::StringBuffer(key.name),
