@@ -329,7 +329,12 @@ def test_the_id_rides_on_the_requests_own_effect(make_server):
     r.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "c")
     r.execute_command("RWLOCK.ACQUIRE", "rw", "h", "READ", 60000, "ID", "d")
     r.execute_command("RWLOCK.RELEASE", "rw", "h", "READ", "ID", "e")
-    cmds = [[a.lower() for a in c[:1]] + c[1:] for c in parse_commands(read_aof_incr(s.dir))]
+    def read():
+        return [[a.lower() for a in c[:1]] + c[1:] for c in parse_commands(read_aof_incr(s.dir))]
+
+    # (Valkey writes the AOF after the reply: wait for all of it.)
+    assert wait_for(lambda: sum(len(c) > 2 and c[-2] == b"ID" for c in read()) >= 5)
+    cmds = read()
     names = [c[0] for c in cmds if c[0] != b"select"]
     assert b"multi" not in names and b"padlock.requestid" not in names, names
     tails = [c[-1].split(b":", 3) for c in cmds if len(c) > 2 and c[-2] == b"ID"]
