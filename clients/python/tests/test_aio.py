@@ -17,7 +17,7 @@ def run(coro):
 def test_lock_basics(server):
     async def main():
         r = aredis.Redis(port=server.port)
-        a, b = Lock(r, "k", ttl=5), Lock(r, "k", ttl=5)
+        a, b = Lock(r, "k", ttl=5, holder="a"), Lock(r, "k", ttl=5, holder="b")
         async with a:
             assert a.fence and await a.owned()
             assert await b.acquire(blocking=False) is None
@@ -87,13 +87,13 @@ def test_semaphore_multilock_rwlock_graph(server):
     async def main():
         r = aredis.Redis(port=server.port)
         async with Semaphore(r, "s", 2, permits=2, ttl=5):
-            assert await Semaphore(r, "s", 2, ttl=5).acquire(blocking=False) is None
+            assert await Semaphore(r, "s", 2, ttl=5, holder="other").acquire(blocking=False) is None
         async with MultiLock(r, ["a", "b"], ttl=5) as m:
             assert len(m.fences or []) == 2
         rw = ReadWriteLock(r, "rw", ttl=5)
         async with rw.read():
-            assert await ReadWriteLock(r, "rw", ttl=5).read().acquire(blocking=False)
-            assert await ReadWriteLock(r, "rw", ttl=5).write().acquire(blocking=False) is None
+            assert await ReadWriteLock(r, "rw", ttl=5, holder="r2").read().acquire(blocking=False)
+            assert await ReadWriteLock(r, "rw", ttl=5, holder="w").write().acquire(blocking=False) is None
         t1 = Lock(r, "x", holder="t1", ttl=5)
         t2 = Lock(r, "y", holder="t2", ttl=5)
         await t1.acquire()

@@ -30,7 +30,7 @@ def test_locked_and_owned(r):  # test_locked, test_owned
     assert not lock.locked() and not lock.owned()
     lock.acquire()
     assert lock.locked() and lock.owned()
-    assert not Lock(r, "foo", ttl=10).owned(), "another holder does not own it"
+    assert not Lock(r, "foo", ttl=10, holder="other").owned(), "another holder does not own it"
     lock.release()
     assert not lock.locked() and not lock.owned()
 
@@ -43,7 +43,9 @@ def test_owned_with_decoded_responses(server):  # test_owned_with_decoded_respon
 
 
 def test_competing_locks(r):  # test_competing_locks
-    lock1, lock2 = Lock(r, "foo", ttl=10), Lock(r, "foo", ttl=10)
+    # (redis-py draws a token per object; padlock's holder is per thread
+    # unless named, so the competitors are named here.)
+    lock1, lock2 = Lock(r, "foo", ttl=10, holder="1"), Lock(r, "foo", ttl=10, holder="2")
     assert lock1.acquire(blocking=False)
     assert lock2.acquire(blocking=False) is None
     lock1.release()
@@ -60,7 +62,7 @@ def test_timeout_and_float_timeout(r):  # test_timeout, test_float_timeout
 
 
 def test_blocking_timeout(r):  # test_blocking_timeout
-    lock1, lock2 = Lock(r, "foo", ttl=10), Lock(r, "foo", ttl=10)
+    lock1, lock2 = Lock(r, "foo", ttl=10, holder="1"), Lock(r, "foo", ttl=10, holder="2")
     assert lock1.acquire(blocking=False)
     start = time.monotonic()
     assert lock2.acquire(timeout=0.2) is None
@@ -76,9 +78,9 @@ def test_context_manager(r):  # test_context_manager
 
 def test_context_manager_raises_when_not_acquired(r):
     # test_context_manager_raises_when_locked_not_acquired
-    Lock(r, "foo", ttl=10).acquire()
+    Lock(r, "foo", ttl=10, holder="first").acquire()
     with pytest.raises(NotAcquiredError):
-        with Lock(r, "foo", ttl=10, blocking_timeout=0.1):
+        with Lock(r, "foo", ttl=10, blocking_timeout=0.1, holder="second"):
             pass
 
 

@@ -54,7 +54,7 @@ def test_a_lost_inner_release_reply_does_not_free_the_outer_hold(r, via, proxy):
         assert proxy.dropped == 1
         # The outer level still holds: nobody else gets in.
         assert count(r, "k") == 1
-        assert sync.Lock(r, "k", ttl=5).acquire(blocking=False) is None
+        assert sync.Lock(r, "k", ttl=5, holder="other").acquire(blocking=False) is None
         assert lock.held
     assert not r.exists("k")
 

@@ -42,7 +42,7 @@ def test_reentrant_and_context_manager(r):
 
 
 def test_other_holder_waits_server_side(r):
-    a, b = Lock(r, "k", ttl=5), Lock(r, "k", ttl=5)
+    a, b = Lock(r, "k", ttl=5, holder="a"), Lock(r, "k", ttl=5, holder="b")
     a.acquire()
     assert b.acquire(blocking=False) is None
     t0 = time.time()
@@ -108,11 +108,11 @@ def test_killed_connection_rebinds(r):
 
 
 def test_semaphore(r):
-    a = Semaphore(r, "s", 3, permits=2, ttl=5)
-    b = Semaphore(r, "s", 3, permits=2, ttl=5)
+    a = Semaphore(r, "s", 3, permits=2, ttl=5, holder="a")
+    b = Semaphore(r, "s", 3, permits=2, ttl=5, holder="b")
     assert a.acquire() == 2
     assert b.acquire(blocking=False) is None
-    with Semaphore(r, "s", 3, ttl=5) as c:
+    with Semaphore(r, "s", 3, ttl=5, holder="c") as c:
         assert int(c.info()["used"]) == 3
     a.release()
     assert b.acquire(timeout=1) == 2
@@ -122,16 +122,17 @@ def test_semaphore(r):
 def test_multilock(r):
     with MultiLock(r, ["a", "b"], ttl=5) as m:
         assert len(m.fences or []) == 2
-        assert Lock(r, "b", ttl=5).acquire(blocking=False) is None
+        assert Lock(r, "b", ttl=5, holder="other").acquire(blocking=False) is None
     assert not r.exists("a", "b")
 
 
 def test_read_write_lock(r):
-    reader = ReadWriteLock(r, "rw", ttl=5)
-    other = ReadWriteLock(r, "rw", ttl=5)
+    reader = ReadWriteLock(r, "rw", ttl=5, holder="reader")
+    other = ReadWriteLock(r, "rw", ttl=5, holder="other")
     with reader.read(), other.read():
         assert len(reader.info()["holders"]) in (2, 4)
-        assert ReadWriteLock(r, "rw", ttl=5).write().acquire(blocking=False) is None
+        writer = ReadWriteLock(r, "rw", ttl=5, holder="writer")
+        assert writer.write().acquire(blocking=False) is None
     with reader.read():
         # Upgrade: the only reader may write.
         assert reader.write().acquire(timeout=1) == reader.read().fence

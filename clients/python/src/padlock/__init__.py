@@ -14,6 +14,7 @@ from ._common import (
     new_holder,
     to_dot,
 )
+from ._holders import current_holder, holder_scope
 from .sync import Lock, MultiLock, ReadWriteLock, RwHold, Semaphore, graph
 
 __all__ = [
@@ -28,7 +29,9 @@ __all__ = [
     "ReadWriteLock",
     "RwHold",
     "Semaphore",
+    "current_holder",
     "graph",
+    "holder_scope",
     "new_holder",
     "to_dot",
 ]

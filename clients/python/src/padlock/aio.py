@@ -41,6 +41,7 @@ from ._retry import (
     verdict,
     with_id,
 )
+from ._holders import COUNTS, current_holder
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
 #: How long a server-side wait may take at most on the wire (BLOCK 0).
@@ -84,10 +85,16 @@ class _Hold(Commands):
         keep: bool,
         on_lost: Optional[Callable[["_Hold"], None]],
         cancel_on_loss: bool,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
     ) -> None:
-        self.holder = holder or new_holder()
+        self._own_holder = holder
+        self.holder = holder or current_holder()
         self.ttl_ms = to_ms(ttl)
-        self.keep = keep
+        self.renews = renew
+        self.max_hold = max_hold
+        self.keep = keep and renew and max_hold is None
+        self._held_since = 0.0
         self.on_lost = on_lost
         self.cancel_on_loss = cancel_on_loss
         self.lost = asyncio.Event()
@@ -158,6 +165,8 @@ class _Hold(Commands):
                 self._conn = None
 
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        if self._depth == 0 and self._own_holder is None:
+            self.holder = current_holder()
         loop = asyncio.get_running_loop()
         start = loop.time()
         ttl = self.ttl_ms / 1000.0
@@ -188,11 +197,14 @@ class _Hold(Commands):
                 await self._give_back()
             return None
         self._depth += 1
+        COUNTS.took(self.key, self.holder)
         self._lease_until = start + ttl
         if self._depth == 1:
             self.lost.clear()
-            self._watcher = asyncio.create_task(self._watch())
-        if blocking and self._lease_until - loop.time() < ttl * 2 / 3:
+            self._held_since = start
+            if self.renews:
+                self._watcher = asyncio.create_task(self._watch())
+        if self.renews and blocking and self._lease_until - loop.time() < ttl * 2 / 3:
             await self.renew()
         return reply
 
@@ -211,8 +223,11 @@ class _Hold(Commands):
                 raise NotHeldError(lost_message(self.key, self.holder, e)) from None
             raise
         self._depth = max(0, self._depth - 1)
+        others = COUNTS.gave(self.key, self.holder)
         if self._released_all(reply):
             await self._end()
+        elif self._depth == 0 and others:
+            await self._end(clean=False)
         elif self._depth == 0:
             await self._release_rest()
 
@@ -231,6 +246,8 @@ class _Hold(Commands):
         await self._end(clean=False)
 
     async def _end(self, clean: bool = True) -> None:
+        if self._depth:
+            COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         watcher, self._watcher = self._watcher, None
         if watcher is not None and watcher is not asyncio.current_task():
@@ -243,8 +260,13 @@ class _Hold(Commands):
 
     async def _watch(self) -> None:
         interval = max(self.ttl_ms / 3000.0, 0.001)
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
+            if self._past_max_hold(loop.time()):
+                await asyncio.sleep(max(0.0, self._lease_until - loop.time()))
+                await self._mark_lost()
+                return
             try:
                 renewed = await self.renew()
             except asyncio.CancelledError:
@@ -254,6 +276,12 @@ class _Hold(Commands):
             if not renewed:
                 await self._mark_lost()
                 return
+
+    def _past_max_hold(self, now: float) -> bool:
+        """Whether one more renewal would carry the lease past `max_hold`."""
+        if self.max_hold is None:
+            return False
+        return now + self.ttl_ms / 1000.0 > self._held_since + self.max_hold
 
     async def renew(self) -> bool:
         """Resets the lease now (and rebinds `KEEP`); False when lost or
@@ -272,6 +300,8 @@ class _Hold(Commands):
 
     async def _mark_lost(self) -> None:
         self.lost.set()
+        if self._depth:
+            COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         await self._give_back(clean=False)
         if self.on_lost is not None:
@@ -326,11 +356,13 @@ class Lock(LockCommands, _Hold):
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,
     ) -> None:
-        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, cancel_on_loss)
+        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, cancel_on_loss, renew, max_hold)
         self.blocking_timeout = blocking_timeout
         self.key = key
 
@@ -369,11 +401,13 @@ class Semaphore(SemaphoreCommands, _Hold):
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,
     ) -> None:
-        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, cancel_on_loss)
+        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, cancel_on_loss, renew, max_hold)
         self.blocking_timeout = blocking_timeout
         self.key, self.limit, self.permits = key, limit, permits
 
@@ -403,11 +437,14 @@ class MultiLock(MultiLockCommands, _Hold):
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,
     ) -> None:
-        _Hold.__init__(self, client, keys[0], holder, ttl, keep, on_lost, cancel_on_loss)
+        _Hold.__init__(self, client, keys[0], holder, ttl, keep, on_lost, cancel_on_loss,
+                       renew, max_hold)
         self.blocking_timeout = blocking_timeout
         self.key, self.keys = keys[0], list(keys)
 
@@ -427,8 +464,8 @@ class RwHold(RwCommands, _Hold):
     """One mode of a `ReadWriteLock`."""
 
     def __init__(self, rw: "ReadWriteLock", mode: str) -> None:
-        _Hold.__init__(self, rw._client, rw.key, rw.holder, rw.ttl, rw.keep, rw.on_lost,
-                       rw.cancel_on_loss)
+        _Hold.__init__(self, rw._client, rw.key, rw._own_holder, rw.ttl, rw.keep, rw.on_lost,
+                       rw.cancel_on_loss, rw.renews, rw.max_hold)
         self.blocking_timeout = rw.blocking_timeout
         self.key, self.mode = rw.key, mode
 
@@ -455,16 +492,24 @@ class ReadWriteLock:
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,
     ) -> None:
         self._client, self.key, self.ttl = client, key, ttl
-        self.holder = holder or new_holder()
+        self._own_holder = holder
         self.keep, self.on_lost, self.cancel_on_loss = keep, on_lost, cancel_on_loss
+        self.renews, self.max_hold = renew, max_hold
         self.blocking_timeout = blocking_timeout
         self._read = RwHold(self, "READ")
         self._write = RwHold(self, "WRITE")
+
+    @property
+    def holder(self) -> str:
+        """`holder=`, or the caller's context's (see `padlock.Lock`)."""
+        return self._own_holder or current_holder()
 
     def read(self) -> RwHold:
         return self._read

@@ -41,6 +41,7 @@ from ._retry import (
     verdict,
     with_id,
 )
+from ._holders import COUNTS, current_holder
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
 
@@ -72,10 +73,19 @@ class _Hold(Commands):
         ttl: float,
         keep: bool,
         on_lost: Optional[Callable[["_Hold"], None]],
+        renew: bool = True,
+        max_hold: Optional[float] = None,
     ) -> None:
-        self.holder = holder or new_holder()
+        # Without `holder=`, the caller's context's (see `_holders`), taken
+        # again at each fresh acquire.
+        self._own_holder = holder
+        self.holder = holder or current_holder()
         self.ttl_ms = to_ms(ttl)
-        self.keep = keep
+        self.renews = renew
+        self.max_hold = max_hold
+        # A lease the server keeps (`KEEP`) would outlive both bounds.
+        self.keep = keep and renew and max_hold is None
+        self._held_since = 0.0
         self.on_lost = on_lost
         self.lost = threading.Event()
         self._client = _node(client, route_key)
@@ -156,6 +166,8 @@ class _Hold(Commands):
 
     # -- acquire / release -----------------------------------------------------
     def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        if self._depth == 0 and self._own_holder is None:
+            self.holder = current_holder()
         start = time.monotonic()
         ttl = self.ttl_ms / 1000.0
         if blocking:
@@ -186,11 +198,14 @@ class _Hold(Commands):
                 self._give_back()
             return None
         self._depth += 1
+        COUNTS.took(self.key, self.holder)
         self._lease_until = start + ttl
         if self._depth == 1:
             self.lost.clear()
-            self._start_watcher()
-        if blocking and self._lease_until - time.monotonic() < ttl * 2 / 3:
+            self._held_since = start
+            if self.renews:
+                self._start_watcher()
+        if self.renews and blocking and self._lease_until - time.monotonic() < ttl * 2 / 3:
             # Granted after a wait: the lease is known from a send time only
             # once renewed.
             self.renew()
@@ -213,8 +228,14 @@ class _Hold(Commands):
                 raise NotHeldError(lost_message(self.key, self.holder, e)) from None
             raise
         self._depth = max(0, self._depth - 1)
+        others = COUNTS.gave(self.key, self.holder)
         if self._released_all(reply):
             self._end()
+        elif self._depth == 0 and others:
+            # Other objects of this holder still hold the key: this one is
+            # done, its connection closed so that no lease stays bound to
+            # it (theirs renew and bind their own).
+            self._end(clean=False)
         elif self._depth == 0:
             self._release_rest(reply)
 
@@ -257,6 +278,8 @@ class _Hold(Commands):
                 raise LockLostError(f"{self.key}: lost before release") from None
 
     def _end(self, clean: bool = True) -> None:
+        if self._depth:
+            COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         self._stop.set()
         if self._watcher is not None and self._watcher is not threading.current_thread():
@@ -273,6 +296,12 @@ class _Hold(Commands):
     def _watch(self) -> None:
         interval = max(self.ttl_ms / 3000.0, 0.001)
         while not self._stop.wait(interval):
+            if self._past_max_hold():
+                # No renewal past `max_hold`: the lease runs out, and the
+                # hold is lost like any other.
+                if not self._stop.wait(max(0.0, self._lease_until - time.monotonic())):
+                    self._mark_lost()
+                return
             try:
                 renewed = self.renew()
             except Exception:  # noqa: BLE001 - the watcher must never die silently
@@ -280,6 +309,12 @@ class _Hold(Commands):
             if not renewed and not self._stop.is_set():
                 self._mark_lost()
                 return
+
+    def _past_max_hold(self) -> bool:
+        """Whether one more renewal would carry the lease past `max_hold`."""
+        if self.max_hold is None:
+            return False
+        return time.monotonic() + self.ttl_ms / 1000.0 > self._held_since + self.max_hold
 
     def renew(self) -> bool:
         """Resets the lease now (and rebinds `KEEP`). False when the hold is
@@ -299,6 +334,8 @@ class _Hold(Commands):
 
     def _mark_lost(self) -> None:
         self.lost.set()
+        if self._depth:
+            COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         # Nothing is held any more: the connection goes back at once
         # (closed, so that no lease stays bound to it).
@@ -333,10 +370,12 @@ class Lock(LockCommands, _Hold):
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
     ) -> None:
-        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost)
+        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, renew, max_hold)
         self.blocking_timeout = blocking_timeout
         self.key = key
 
@@ -380,10 +419,12 @@ class Semaphore(SemaphoreCommands, _Hold):
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
     ) -> None:
-        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost)
+        _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, renew, max_hold)
         self.blocking_timeout = blocking_timeout
         self.key, self.limit, self.permits = key, limit, permits
 
@@ -415,12 +456,15 @@ class MultiLock(MultiLockCommands, _Hold):
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
     ) -> None:
-        _Hold.__init__(self, client, keys[0], holder, ttl, keep, on_lost)
+        _Hold.__init__(self, client, keys[0], holder, ttl, keep, on_lost, renew, max_hold)
         self.blocking_timeout = blocking_timeout
         self.keys = list(keys)
+        self.key = self.keys[0]
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> Optional[list[int]]:
         """The fences, one per key, or None."""
@@ -439,7 +483,8 @@ class RwHold(RwCommands, _Hold):
     """One mode (`READ` or `WRITE`) of a `ReadWriteLock`."""
 
     def __init__(self, rw: "ReadWriteLock", mode: str) -> None:
-        _Hold.__init__(self, rw._client, rw.key, rw.holder, rw.ttl, rw.keep, rw.on_lost)
+        _Hold.__init__(self, rw._client, rw.key, rw._own_holder, rw.ttl, rw.keep, rw.on_lost,
+                       rw.renews, rw.max_hold)
         self.blocking_timeout = rw.blocking_timeout
         self.key, self.mode = rw.key, mode
 
@@ -469,15 +514,23 @@ class ReadWriteLock:
         ttl: float = 30.0,
         holder: Optional[str] = None,
         keep: bool = True,
+        renew: bool = True,
+        max_hold: Optional[float] = None,
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
     ) -> None:
         self._client, self.key, self.ttl = client, key, ttl
-        self.holder = holder or new_holder()
+        self._own_holder = holder
         self.keep, self.on_lost = keep, on_lost
+        self.renews, self.max_hold = renew, max_hold
         self.blocking_timeout = blocking_timeout
         self._read = RwHold(self, "READ")
         self._write = RwHold(self, "WRITE")
+
+    @property
+    def holder(self) -> str:
+        """`holder=`, or the caller's context's (see `Lock`)."""
+        return self._own_holder or current_holder()
 
     def read(self) -> RwHold:
         return self._read

@@ -1,0 +1,94 @@
+"""Holders from the caller's context: reentrant per thread or asyncio task,
+like Java's `ReentrantLock` per thread. A function that holds `order:1001`
+and calls one that locks `order:1001` again reenters; two threads (or two
+tasks) do not share a hold unless a `holder_scope` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import weakref
+from typing import Any, Optional
+
+from ._common import new_holder
+
+_SCOPE: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("padlock_holder", default=None)
+_THREAD = threading.local()
+_TASKS: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = weakref.WeakKeyDictionary()
+
+
+def current_holder() -> str:
+    """The holder of the running context: the innermost `holder_scope`'s,
+    else the running asyncio task's, else the thread's (each drawn at
+    random once)."""
+    scoped = _SCOPE.get()
+    if scoped is not None:
+        return scoped
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is not None:
+        holder = _TASKS.get(task)
+        if holder is None:
+            holder = _TASKS[task] = new_holder()
+        return holder
+    holder = getattr(_THREAD, "holder", None)
+    if holder is None:
+        holder = _THREAD.holder = new_holder()
+    return str(holder)
+
+
+class holder_scope:
+    """One holder for everything run inside: `with holder_scope(): ...` or
+    `async with holder_scope(): ...`. Tasks started inside share it (they
+    copy the context); so do threads started with a copied context
+    (`contextvars.copy_context().run`). `holder` defaults to a new random
+    one."""
+
+    def __init__(self, holder: Optional[str] = None) -> None:
+        self.holder = holder or new_holder()
+        self._tokens: list[contextvars.Token[Optional[str]]] = []
+
+    def __enter__(self) -> str:
+        self._tokens.append(_SCOPE.set(self.holder))
+        return self.holder
+
+    def __exit__(self, *exc: object) -> None:
+        _SCOPE.reset(self._tokens.pop())
+
+    async def __aenter__(self) -> str:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__(*exc)
+
+
+class _Counts:
+    """How many holds this process took per (key, holder), over all hold
+    objects: objects of one holder share the server's count, so a release
+    that leaves the key held is another object's hold unless this count
+    says none is left."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n: dict[tuple[str, str], int] = {}
+
+    def took(self, key: str, holder: str) -> None:
+        with self._lock:
+            self._n[(key, holder)] = self._n.get((key, holder), 0) + 1
+
+    def gave(self, key: str, holder: str, n: int = 1) -> int:
+        """Counts `n` holds given back; the holds left."""
+        with self._lock:
+            left = max(0, self._n.get((key, holder), 0) - n)
+            if left:
+                self._n[(key, holder)] = left
+            else:
+                self._n.pop((key, holder), None)
+            return left
+
+
+COUNTS = _Counts()
