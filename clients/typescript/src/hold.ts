@@ -16,13 +16,22 @@ import {
   verdict,
   withId,
 } from "./retry.js";
-import { randomBytes } from "node:crypto";
+import { currentHolder, gave, newHolder, took } from "./holders.js";
 
 export interface HoldOptions {
   /** Lease in milliseconds (default 30 s). */
   ttl?: number;
-  /** Who holds; a random 128-bit id by default. */
+  /** Who holds. By default the holder of the `withHolder` scope the hold
+   * is acquired in, else a random 128-bit id of this object's own. */
   holder?: string;
+  /** Renew the lease while held (default true). `false`: a plain lease that
+   * runs out after `ttl` unless renewed by hand (`renew()`). */
+  renew?: boolean;
+  /** Renew, but never past this many ms of holding: then the lease runs
+   * out and the hold is lost like any other. */
+  maxHold?: number;
+  /** @internal The holder outside any scope (a read-write lock's modes share one). */
+  fallbackHolder?: string;
   /** Ask the server to renew the lease while the connection lives (default true). */
   keep?: boolean;
   /** How long `using()` waits, in ms (default: as long as it takes). */
@@ -41,10 +50,7 @@ export interface AcquireOptions {
   signal?: AbortSignal;
 }
 
-/** A random 128-bit holder id, as hex. */
-export function newHolder(): string {
-  return randomBytes(16).toString("hex");
-}
+export { newHolder } from "./holders.js";
 
 // Older Node versions lack the symbol `await using` looks up.
 (Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for("Symbol.asyncDispose");
@@ -60,8 +66,11 @@ export function blockArgs(blocking: boolean, timeout: number | undefined): Arg[]
 }
 
 export abstract class Hold implements AsyncDisposable {
-  readonly holder: string;
+  /** Who holds: taken again at each fresh acquire (see `HoldOptions.holder`). */
+  holder: string;
   readonly ttl: number;
+  readonly renews: boolean;
+  readonly maxHold: number | undefined;
   keep: boolean;
   readonly blockingTimeout: number | undefined;
   readonly onLost: ((hold: Hold) => void) | undefined;
@@ -77,6 +86,9 @@ export abstract class Hold implements AsyncDisposable {
   private ids = true;
   /** When the lease may run out at the earliest (monotonic ms). */
   private leaseUntil = 0;
+  private heldSince = 0;
+  private readonly ownHolder: string | undefined;
+  private readonly fallbackHolder: string;
 
   constructor(
     client: Client,
@@ -84,9 +96,14 @@ export abstract class Hold implements AsyncDisposable {
     options: HoldOptions = {},
   ) {
     this.backend = backendOf(client);
-    this.holder = options.holder ?? newHolder();
+    this.ownHolder = options.holder;
+    this.fallbackHolder = options.fallbackHolder ?? newHolder();
+    this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
     this.ttl = Math.max(1, Math.round(options.ttl ?? 30_000));
-    this.keep = options.keep ?? true;
+    this.renews = options.renew ?? true;
+    this.maxHold = options.maxHold;
+    // A lease the server keeps (`KEEP`) would outlive both bounds.
+    this.keep = (options.keep ?? true) && this.renews && this.maxHold === undefined;
     this.blockingTimeout = options.blockingTimeout;
     this.onLost = options.onLost;
   }
@@ -95,6 +112,11 @@ export abstract class Hold implements AsyncDisposable {
   protected abstract extendArgs(): Arg[][];
   protected abstract releaseArgs(): Arg[];
   protected abstract releasedAll(reply: unknown): boolean;
+
+  /** How many times this object holds now (reentries counted). */
+  get holds(): number {
+    return this.depth;
+  }
 
   /** Aborted when the hold is lost: hand it to the guarded work. */
   get signal(): AbortSignal {
@@ -192,6 +214,7 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   protected async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
+    if (this.depth === 0) this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
     const blocking = options.blocking ?? true;
     const start = now();
     const deadline = blocking
@@ -224,9 +247,15 @@ export abstract class Hold implements AsyncDisposable {
       return null;
     }
     this.leaseUntil = start + this.ttl;
-    if (++this.depth === 1) this.startWatcher();
+    took(this.key, this.holder);
+    if (++this.depth === 1) {
+      this.heldSince = start;
+      this.lost = false;
+      this.controller = new AbortController();
+      if (this.renews) this.startWatcher();
+    }
     // Granted after a wait: the lease is known from a send time once renewed.
-    if (blocking && this.leaseUntil - now() < (this.ttl * 2) / 3) await this.renew();
+    if (this.renews && blocking && this.leaseUntil - now() < (this.ttl * 2) / 3) await this.renew();
     return reply;
   }
 
@@ -249,7 +278,11 @@ export abstract class Hold implements AsyncDisposable {
       throw e;
     }
     this.depth = Math.max(0, this.depth - 1);
+    const others = gave(this.key, this.holder);
     if (this.releasedAll(reply)) await this.end();
+    // Other objects of this holder still hold the key: this one is done
+    // (its connection closes; theirs renew and bind their own).
+    else if (this.depth === 0 && others) await this.end();
     else if (this.depth === 0) await this.releaseRest();
   }
 
@@ -270,6 +303,7 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   private async end(): Promise<void> {
+    if (this.depth) gave(this.key, this.holder, this.depth);
     this.depth = 0;
     clearInterval(this.timer);
     this.timer = undefined;
@@ -277,11 +311,17 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   private startWatcher(): void {
-    this.lost = false;
-    this.controller = new AbortController();
     const every = Math.max(1, Math.floor(this.ttl / 3));
     this.timer = setInterval(() => {
       if (this.renewing) return;
+      if (this.maxHold !== undefined && now() + this.ttl > this.heldSince + this.maxHold) {
+        // No renewal past `maxHold`: the lease runs out, then the hold is lost.
+        clearInterval(this.timer);
+        const t = setTimeout(() => void this.markLost(), Math.max(0, this.leaseUntil - now()));
+        t.unref();
+        this.timer = t;
+        return;
+      }
       this.renewing = true;
       void this.renew()
         .catch(() => false)
@@ -312,7 +352,9 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   private async markLost(): Promise<void> {
+    if (this.depth === 0) return; // released meanwhile
     this.lost = true;
+    gave(this.key, this.holder, this.depth);
     this.depth = 0;
     clearInterval(this.timer);
     this.timer = undefined;

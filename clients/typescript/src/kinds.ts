@@ -186,7 +186,6 @@ export class RwHold extends FencedHold {
  * upgrade (`write()` while reading, granted once it reads alone) or
  * downgrade. */
 export class ReadWriteLock {
-  readonly holder: string;
   private readonly readHold: RwHold;
   private readonly writeHold: RwHold;
 
@@ -195,10 +194,16 @@ export class ReadWriteLock {
     readonly key: string,
     options: HoldOptions = {},
   ) {
-    this.holder = options.holder ?? newHolder();
-    const shared = { ...options, holder: this.holder };
+    // Both modes: the same holder (the option's, the scope's, or one of
+    // this object's own).
+    const shared = { ...options, fallbackHolder: options.fallbackHolder ?? newHolder() };
     this.readHold = new RwHold(client, key, "READ", shared);
     this.writeHold = new RwHold(client, key, "WRITE", shared);
+  }
+
+  /** Who holds now (see `HoldOptions.holder`). */
+  get holder(): string {
+    return this.readHold.holds > 0 ? this.readHold.holder : this.writeHold.holder;
   }
 
   read(): RwHold {

@@ -1,0 +1,116 @@
+// Holders from the caller's context (the seeds' nested reentry inside
+// `withHolder`), leases without renewal, renewal bounded by maxHold.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { Lock, NotAcquiredError, ReadWriteLock, currentHolder, withHolder } from "../src/index.js";
+import { TestServer } from "./server.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let server: TestServer;
+let r: Redis;
+
+before(async () => {
+  server = await TestServer.start();
+  r = server.ioredis();
+});
+after(async () => {
+  r.disconnect();
+  await server.stop();
+});
+
+async function count(key: string): Promise<number> {
+  const raw = (await r.call("LOCK.INFO", key)) as unknown[] | null;
+  return raw === null ? 0 : Number(raw[raw.indexOf("count") + 1]);
+}
+
+test("a nested function reenters the lock its caller holds, inside withHolder", async () => {
+  const seen: number[] = [];
+  async function validateInventory(order: number): Promise<void> {
+    const lock = new Lock(r, `order:${order}`, { ttl: 5000, blockingTimeout: 1000 });
+    await lock.using(async () => {
+      seen.push(await count(`order:${order}`));
+    });
+  }
+  async function processOrder(order: number): Promise<void> {
+    const lock = new Lock(r, `order:${order}`, { ttl: 5000 });
+    await lock.using(async () => {
+      await validateInventory(order);
+      seen.push(await count(`order:${order}`));
+    });
+  }
+  await withHolder(() => processOrder(1001), "request-1");
+  assert.deepEqual(seen, [2, 1]);
+  assert.equal(await r.exists("order:1001"), 0);
+});
+
+test("two scopes, or two objects outside any scope, do not share a hold", async () => {
+  assert.equal(currentHolder(), undefined);
+  const a = new Lock(r, "k", { ttl: 5000 });
+  await a.acquire();
+  assert.equal(await new Lock(r, "k", { ttl: 5000 }).acquire({ blocking: false }), null);
+  const inScope = withHolder(() => new Lock(r, "k", { ttl: 5000 }).acquire({ blocking: false }));
+  assert.equal(await inScope, null);
+  await a.release();
+  // Concurrent scopes each keep their own.
+  const [x, y] = await Promise.all([
+    withHolder(async () => {
+      const l = new Lock(r, "s", { ttl: 5000 });
+      const f = await l.acquire({ blocking: false });
+      await sleep(50);
+      await l.release();
+      return f;
+    }),
+    withHolder(async () => {
+      await sleep(10);
+      return new Lock(r, "s", { ttl: 5000 }).acquire({ blocking: false });
+    }),
+  ]);
+  assert.ok(x !== null);
+  assert.equal(y, null);
+});
+
+test("an explicit holder wins over the scope", async () => {
+  await withHolder(async () => {
+    const mine = new Lock(r, "e", { ttl: 5000 });
+    await mine.acquire();
+    const other = new Lock(r, "e", { ttl: 5000, holder: "someone-else", blockingTimeout: 100 });
+    await assert.rejects(other.using(async () => undefined), NotAcquiredError);
+    await mine.release();
+  });
+});
+
+test("a read-write lock's modes take the scope's holder", async () => {
+  await withHolder(async () => {
+    const rw = new ReadWriteLock(r, "rw", { ttl: 5000 });
+    await rw.read().acquire();
+    const other = new ReadWriteLock(r, "rw", { ttl: 5000 });
+    assert.ok((await other.write().acquire({ timeout: 1000 })) !== null, "the same holder upgrades");
+    assert.equal(other.holder, rw.holder);
+    await other.write().release();
+    await rw.read().release();
+  }, "rw-scope");
+  assert.equal(await r.exists("rw"), 0);
+});
+
+test("renew: false is a plain lease", async () => {
+  const lock = new Lock(r, "plain", { ttl: 400, renew: false });
+  await lock.acquire();
+  await sleep(600);
+  assert.equal(await r.exists("plain"), 0);
+  assert.equal(lock.held, false);
+});
+
+test("maxHold bounds renewal and reports the loss", async () => {
+  let lostAt = 0;
+  const start = performance.now();
+  const lock = new Lock(r, "bounded", { ttl: 600, maxHold: 1500, onLost: () => (lostAt = performance.now()) });
+  await lock.acquire();
+  await sleep(1000);
+  assert.ok(lock.held && (await r.exists("bounded")) === 1, "renewed within the bound");
+  for (let i = 0; i < 150 && lostAt === 0; i++) await sleep(20);
+  assert.ok(lostAt > 0 && lostAt - start <= 1500 + 300, `lost after ${lostAt - start} ms`);
+  assert.equal(lock.held, false);
+  assert.ok(lock.signal.aborted);
+});
