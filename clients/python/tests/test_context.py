@@ -145,3 +145,30 @@ def test_max_hold_bounds_renewal_and_reports_the_loss(r):
     while r.exists("k") and time.time() < deadline:
         time.sleep(0.01)
     assert not r.exists("k")
+
+
+def test_a_hold_collected_without_release_stops_renewing(r):
+    import gc
+    lock = Lock(r, "dropped", ttl=0.6)
+    lock.acquire()
+    assert int(lock.info()["keep"]) == 1
+    del lock
+    gc.collect()
+    time.sleep(1.2)
+    assert not r.exists("dropped"), "no watcher, no KEEP: the lease ran out"
+
+
+def test_an_asyncio_hold_collected_without_release_stops_renewing(server, r):
+    import gc
+
+    async def main():
+        c = aredis.Redis(port=server.port)
+        lock = aio.Lock(c, "dropped-aio", ttl=0.6)
+        await lock.acquire()
+        del lock
+        gc.collect()
+        await asyncio.sleep(1.2)
+        assert not await c.exists("dropped-aio")
+        await c.aclose()
+
+    asyncio.run(main())

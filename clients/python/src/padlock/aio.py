@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import redis
@@ -75,6 +76,28 @@ class _Source:
             await conn.disconnect()
 
 
+async def _watch(ref: "weakref.ref[_Hold]", interval: float) -> None:
+    """A hold's watcher task: renews every `interval` while the hold lives."""
+    while True:
+        await asyncio.sleep(interval)
+        hold = ref()
+        if hold is None or not await hold._watch_once():
+            return
+        del hold
+
+
+def _collected(box: list[Any]) -> None:
+    """A hold collected without `release()`: its connection is closed (so
+    no `KEEP` lease stays bound to it), on its loop if that still runs."""
+    conn, box[0] = box[0], None
+    if conn is None:
+        return
+    try:
+        asyncio.get_running_loop().create_task(conn.disconnect())
+    except RuntimeError:
+        pass  # no loop: its sockets close with it
+
+
 class _Hold(Commands):
     def __init__(
         self,
@@ -100,13 +123,22 @@ class _Hold(Commands):
         self.lost = asyncio.Event()
         self._client = client
         self._source = _Source(client, route_key)
-        self._conn: Any = None
+        self._box: list[Any] = [None]
+        self._finalizer: Optional[weakref.finalize] = None
         self._io = asyncio.Lock()
         self._watcher: Optional[asyncio.Task[None]] = None
         self._guarded: Optional[asyncio.Task[Any]] = None
         self._depth = 0
         self._lease_until = 0.0
         self._ids = True
+
+    @property
+    def _conn(self) -> Any:
+        return self._box[0]
+
+    @_conn.setter
+    def _conn(self, conn: Any) -> None:
+        self._box[0] = conn
 
     async def _call(self, args: Sequence[Any], limit: Optional[float] = None) -> Any:
         """One command on the hold's connection, taking at most `limit`
@@ -203,7 +235,12 @@ class _Hold(Commands):
             self.lost.clear()
             self._held_since = start
             if self.renews:
-                self._watcher = asyncio.create_task(self._watch())
+                # Weakly: a hold dropped unreleased is collected and stops
+                # renewing (its connection closed, see `_collected`).
+                interval = max(self.ttl_ms / 3000.0, 0.001)
+                self._watcher = asyncio.create_task(_watch(weakref.ref(self), interval))
+                if self._finalizer is None:
+                    self._finalizer = weakref.finalize(self, _collected, self._box)
         if self.renews and blocking and self._lease_until - loop.time() < ttl * 2 / 3:
             await self.renew()
         return reply
@@ -258,24 +295,23 @@ class _Hold(Commands):
                 pass
         await self._give_back(clean)
 
-    async def _watch(self) -> None:
-        interval = max(self.ttl_ms / 3000.0, 0.001)
+    async def _watch_once(self) -> bool:
+        """One renewal round; False when the watcher should stop."""
         loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval)
-            if self._past_max_hold(loop.time()):
-                await asyncio.sleep(max(0.0, self._lease_until - loop.time()))
-                await self._mark_lost()
-                return
-            try:
-                renewed = await self.renew()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - the watcher must never die silently
-                renewed = False
-            if not renewed:
-                await self._mark_lost()
-                return
+        if self._past_max_hold(loop.time()):
+            await asyncio.sleep(max(0.0, self._lease_until - loop.time()))
+            await self._mark_lost()
+            return False
+        try:
+            renewed = await self.renew()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the watcher must never die silently
+            renewed = False
+        if not renewed:
+            await self._mark_lost()
+            return False
+        return True
 
     def _past_max_hold(self, now: float) -> bool:
         """Whether one more renewal would carry the lease past `max_hold`."""
@@ -299,11 +335,11 @@ class _Hold(Commands):
         return True
 
     async def _mark_lost(self) -> None:
-        self.lost.set()
         if self._depth:
             COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         await self._give_back(clean=False)
+        self.lost.set()
         if self.on_lost is not None:
             self.on_lost(self)
         if self.cancel_on_loss and self._guarded is not None and not self._guarded.done():

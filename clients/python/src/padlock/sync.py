@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import redis
@@ -53,6 +54,25 @@ def _node(client: Any, key: str) -> Any:
     return client
 
 
+def _watch(ref: "weakref.ref[_Hold]", stop: threading.Event, interval: float) -> None:
+    """A hold's watcher: renews every `interval` while the hold lives."""
+    while not stop.wait(interval):
+        hold = ref()
+        if hold is None or not hold._watch_once():
+            return
+        del hold
+
+
+def _collected(pool: Any, box: list[Any], stop: threading.Event) -> None:
+    """A hold collected without `release()`: its watcher stops, and its
+    connection is closed (so no `KEEP` lease stays bound to it)."""
+    stop.set()
+    conn, box[0] = box[0], None
+    if conn is not None:
+        conn.disconnect()
+        pool.release(conn)
+
+
 def _pooled(pool: Any) -> Any:
     """A connection of `pool` (redis-py 5.3+ takes no command name, and
     warns when given one)."""
@@ -89,7 +109,10 @@ class _Hold(Commands):
         self.on_lost = on_lost
         self.lost = threading.Event()
         self._client = _node(client, route_key)
-        self._conn: Any = None
+        # The hold's connection, in a box a finalizer can reach without the
+        # hold (a hold collected unreleased closes it: see `_collected`).
+        self._box: list[Any] = [None]
+        self._finalizer: Optional[weakref.finalize] = None
         self._io = threading.RLock()
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
@@ -98,6 +121,14 @@ class _Hold(Commands):
         # time of the latest request that set it, plus the ttl.
         self._lease_until = 0.0
         self._ids = True
+
+    @property
+    def _conn(self) -> Any:
+        return self._box[0]
+
+    @_conn.setter
+    def _conn(self, conn: Any) -> None:
+        self._box[0] = conn
 
     # -- the connection this hold keeps --------------------------------------
     def _call(self, args: Sequence[Any], limit: Optional[float] = None, wait: bool = False) -> Any:
@@ -290,25 +321,32 @@ class _Hold(Commands):
     # -- renewal and loss ------------------------------------------------------
     def _start_watcher(self) -> None:
         self._stop = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, daemon=True)
-        self._watcher.start()
-
-    def _watch(self) -> None:
         interval = max(self.ttl_ms / 3000.0, 0.001)
-        while not self._stop.wait(interval):
-            if self._past_max_hold():
-                # No renewal past `max_hold`: the lease runs out, and the
-                # hold is lost like any other.
-                if not self._stop.wait(max(0.0, self._lease_until - time.monotonic())):
-                    self._mark_lost()
-                return
-            try:
-                renewed = self.renew()
-            except Exception:  # noqa: BLE001 - the watcher must never die silently
-                renewed = False
-            if not renewed and not self._stop.is_set():
+        # The watcher holds the hold weakly: a hold dropped unreleased is
+        # collected, and then stops renewing (and its connection closes).
+        self._watcher = threading.Thread(
+            target=_watch, args=(weakref.ref(self), self._stop, interval), daemon=True)
+        self._watcher.start()
+        if self._finalizer is None:
+            self._finalizer = weakref.finalize(
+                self, _collected, self._client.connection_pool, self._box, self._stop)
+
+    def _watch_once(self) -> bool:
+        """One renewal round; False when the watcher should stop."""
+        if self._past_max_hold():
+            # No renewal past `max_hold`: the lease runs out, and the hold is
+            # lost like any other.
+            if not self._stop.wait(max(0.0, self._lease_until - time.monotonic())):
                 self._mark_lost()
-                return
+            return False
+        try:
+            renewed = self.renew()
+        except Exception:  # noqa: BLE001 - the watcher must never die silently
+            renewed = False
+        if not renewed and not self._stop.is_set():
+            self._mark_lost()
+            return False
+        return True
 
     def _past_max_hold(self) -> bool:
         """Whether one more renewal would carry the lease past `max_hold`."""
@@ -333,13 +371,13 @@ class _Hold(Commands):
         return True
 
     def _mark_lost(self) -> None:
-        self.lost.set()
         if self._depth:
             COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         # Nothing is held any more: the connection goes back at once
-        # (closed, so that no lease stays bound to it).
+        # (closed, so that no lease stays bound to it), before anyone hears.
         self._give_back(clean=False)
+        self.lost.set()
         if self.on_lost is not None:
             self.on_lost(self)
 
