@@ -65,6 +65,14 @@ export function blockArgs(blocking: boolean, timeout: number | undefined): Arg[]
   return ["BLOCK", timeout === undefined ? 0 : Math.max(1, Math.round(timeout))];
 }
 
+/** A hold collected without `release()`: its connection is closed, so that
+ * no `KEEP` lease stays bound to it (only `release()` ends a hold promptly). */
+const collected = new FinalizationRegistry<{ conn?: Conn }>((box) => {
+  const conn = box.conn;
+  box.conn = undefined;
+  void conn?.close().catch(() => undefined);
+});
+
 export abstract class Hold implements AsyncDisposable {
   /** Who holds: taken again at each fresh acquire (see `HoldOptions.holder`). */
   holder: string;
@@ -78,7 +86,15 @@ export abstract class Hold implements AsyncDisposable {
   lost = false;
   protected depth = 0;
   private readonly backend: Backend;
-  private conn: Conn | undefined;
+  /** The hold's connection, in a box the finalizer can reach without the
+   * hold (see `collected`). */
+  private readonly box: { conn?: Conn } = {};
+  private get conn(): Conn | undefined {
+    return this.box.conn;
+  }
+  private set conn(c: Conn | undefined) {
+    this.box.conn = c;
+  }
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private controller = new AbortController();
@@ -303,6 +319,7 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   private async end(): Promise<void> {
+    collected.unregister(this);
     if (this.depth) gave(this.key, this.holder, this.depth);
     this.depth = 0;
     clearInterval(this.timer);
@@ -312,25 +329,38 @@ export abstract class Hold implements AsyncDisposable {
 
   private startWatcher(): void {
     const every = Math.max(1, Math.floor(this.ttl / 3));
-    this.timer = setInterval(() => {
-      if (this.renewing) return;
-      if (this.maxHold !== undefined && now() + this.ttl > this.heldSince + this.maxHold) {
-        // No renewal past `maxHold`: the lease runs out, then the hold is lost.
-        clearInterval(this.timer);
-        const t = setTimeout(() => void this.markLost(), Math.max(0, this.leaseUntil - now()));
-        t.unref();
-        this.timer = t;
-        return;
-      }
-      this.renewing = true;
-      void this.renew()
-        .catch(() => false)
-        .then((ok) => {
-          this.renewing = false;
-          if (!ok && this.timer !== undefined) void this.markLost();
-        });
+    // The timer holds the hold weakly: one dropped unreleased is collected,
+    // and then stops renewing (and its connection closes: `collected`).
+    const ref = new WeakRef(this);
+    const timer = setInterval(() => {
+      const hold = ref.deref();
+      if (hold === undefined) clearInterval(timer);
+      else hold.watchOnce();
     }, every);
-    this.timer.unref();
+    timer.unref();
+    this.timer = timer;
+    collected.register(this, this.box, this);
+  }
+
+  /** One renewal round of the watcher. */
+  private watchOnce(): void {
+    if (this.renewing) return;
+    if (this.maxHold !== undefined && now() + this.ttl > this.heldSince + this.maxHold) {
+      // No renewal past `maxHold`: the lease runs out, then the hold is lost.
+      clearInterval(this.timer);
+      const ref = new WeakRef(this);
+      const t = setTimeout(() => void ref.deref()?.markLost(), Math.max(0, this.leaseUntil - now()));
+      t.unref();
+      this.timer = t;
+      return;
+    }
+    this.renewing = true;
+    void this.renew()
+      .catch(() => false)
+      .then((ok) => {
+        this.renewing = false;
+        if (!ok && this.timer !== undefined) void this.markLost();
+      });
   }
 
   /** Resets the lease now (and binds `KEEP` again). False when the hold is

@@ -114,3 +114,18 @@ test("maxHold bounds renewal and reports the loss", async () => {
   assert.equal(lock.held, false);
   assert.ok(lock.signal.aborted);
 });
+
+test("a hold collected without release stops renewing and closes its connection", async () => {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) return; // node without --expose-gc
+  await (async () => {
+    const lock = new Lock(server.ioredis(), "dropped", { ttl: 600 });
+    await lock.acquire();
+  })();
+  for (let i = 0; i < 5; i++) {
+    gc();
+    await sleep(20);
+  }
+  await sleep(1200);
+  assert.equal(await r.exists("dropped"), 0, "no watcher, no KEEP: the lease ran out");
+});
