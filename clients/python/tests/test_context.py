@@ -172,3 +172,32 @@ def test_an_asyncio_hold_collected_without_release_stops_renewing(server, r):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_a_kept_lease_is_watched_with_reads_not_writes(r):
+    lock = Lock(r, "kept", ttl=0.6)
+    lock.acquire()
+    r.config_resetstat()
+    time.sleep(1.5)
+    stats = r.info("commandstats")
+    assert "cmdstat_lock.extend" not in stats, "the server keeps the lease: no EXTEND"
+    assert stats["cmdstat_lock.info"]["calls"] >= 3
+    assert lock.held and r.exists("kept")
+    lock.release()
+
+
+def test_an_asyncio_kept_lease_is_watched_with_reads(server, r):
+    async def main():
+        c = aredis.Redis(port=server.port)
+        sem = aio.Semaphore(c, "kept-sem", 3, permits=2, ttl=0.6)
+        await sem.acquire()
+        r.config_resetstat()
+        await asyncio.sleep(1.5)
+        stats = r.info("commandstats")
+        assert "cmdstat_sem.extend" not in stats and stats["cmdstat_sem.info"]["calls"] >= 3
+        assert sem.held
+        await sem.release()
+        assert not r.exists("kept-sem")
+        await c.aclose()
+
+    asyncio.run(main())

@@ -131,6 +131,7 @@ class _Hold(Commands):
         self._depth = 0
         self._lease_until = 0.0
         self._ids = True
+        self._bound = False
 
     @property
     def _conn(self) -> Any:
@@ -154,11 +155,13 @@ class _Hold(Commands):
                 return await asyncio.wait_for(conn.read_response(), limit)
             except asyncio.TimeoutError:
                 await conn.disconnect()
+                self._bound = False
                 raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
             except redis.ResponseError as e:
                 raise translate(e) from None
             except CONNECTION_ERRORS:
                 await conn.disconnect()
+                self._bound = False
                 raise
 
     async def _send(self, make: Callable[[Optional[float]], list[Any]], phase: str,
@@ -190,6 +193,7 @@ class _Hold(Commands):
 
     async def _give_back(self, clean: bool = True) -> None:
         async with self._io:
+            self._bound = False
             if self._conn is not None:
                 if not clean:
                     await self._conn.disconnect()
@@ -231,6 +235,7 @@ class _Hold(Commands):
         self._depth += 1
         COUNTS.took(self.key, self.holder)
         self._lease_until = start + ttl
+        self._bound = self.keep
         if self._depth == 1:
             self.lost.clear()
             self._held_since = start
@@ -303,7 +308,7 @@ class _Hold(Commands):
             await self._mark_lost()
             return False
         try:
-            renewed = await self.renew()
+            renewed = await self._look() if self._bound else await self.renew()
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the watcher must never die silently
@@ -332,6 +337,25 @@ class _Hold(Commands):
             except Exception:
                 return False
         self._lease_until = start + self.ttl_ms / 1000.0
+        self._bound = self.keep
+        return True
+
+    async def _look(self) -> bool:
+        """The watcher's round while the server keeps the lease: a read, no
+        write (see `padlock.Lock`)."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            replies = [await self._call(cmd, max(0.05, self._lease_until - start))
+                       for cmd in self._look_cmds()]
+        except CONNECTION_ERRORS:
+            return await self.renew()
+        except redis.ResponseError as e:
+            return False if str(e).startswith("WRONGTYPE") else await self.renew()
+        left = self._lease_left(replies)
+        if left is None:
+            return False
+        self._lease_until = start + left / 1000.0
         return True
 
     async def _mark_lost(self) -> None:

@@ -121,6 +121,9 @@ class _Hold(Commands):
         # time of the latest request that set it, plus the ttl.
         self._lease_until = 0.0
         self._ids = True
+        # The lease is bound (`KEEP`) to the connection the hold has now:
+        # the server renews it, and the watcher only reads.
+        self._bound = False
 
     @property
     def _conn(self) -> Any:
@@ -152,6 +155,7 @@ class _Hold(Commands):
                 raise translate(e) from None
             except CONNECTION_ERRORS:
                 conn.disconnect()
+                self._bound = False
                 raise
             finally:
                 if timed and getattr(conn, "_sock", None) is sock:
@@ -189,6 +193,7 @@ class _Hold(Commands):
         """Back to the pool; closed first unless nothing of this hold can
         be bound to it (a closed connection keeps no `KEEP` lease)."""
         with self._io:
+            self._bound = False
             if self._conn is not None:
                 if not clean:
                     self._conn.disconnect()
@@ -231,6 +236,7 @@ class _Hold(Commands):
         self._depth += 1
         COUNTS.took(self.key, self.holder)
         self._lease_until = start + ttl
+        self._bound = self.keep
         if self._depth == 1:
             self.lost.clear()
             self._held_since = start
@@ -340,7 +346,7 @@ class _Hold(Commands):
                 self._mark_lost()
             return False
         try:
-            renewed = self.renew()
+            renewed = self._look() if self._bound else self.renew()
         except Exception:  # noqa: BLE001 - the watcher must never die silently
             renewed = False
         if not renewed and not self._stop.is_set():
@@ -368,6 +374,27 @@ class _Hold(Commands):
             except Exception:
                 return False
         self._lease_until = start + self.ttl_ms / 1000.0
+        self._bound = self.keep
+        return True
+
+    def _look(self) -> bool:
+        """The watcher's round while the server keeps the lease: a read,
+        no write. Held: the lease left is known again. A connection that
+        failed on the way is replaced and the lease bound to the new one
+        (`renew`)."""
+        start = time.monotonic()
+        try:
+            replies = [self._call(cmd, max(0.05, self._lease_until - start)) for cmd in self._look_cmds()]
+        except CONNECTION_ERRORS:
+            return self.renew()
+        except redis.ResponseError as e:
+            # Another type under the key: lost. Anything else (a read not
+            # allowed): the renewal writes instead.
+            return False if str(e).startswith("WRONGTYPE") else self.renew()
+        left = self._lease_left(replies)
+        if left is None:
+            return False
+        self._lease_until = start + left / 1000.0
         return True
 
     def _mark_lost(self) -> None:
