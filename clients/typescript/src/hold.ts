@@ -4,7 +4,7 @@
 // notice a lost hold, release.
 
 import { type Arg, type Backend, type Client, type Conn, backendOf } from "./backend.js";
-import { LockLostError, NotAcquiredError, NotHeldError, isTryAgain, translate } from "./errors.js";
+import { LockLostError, NotAcquiredError, NotHeldError, errorText, isTryAgain, translate } from "./errors.js";
 import {
   CallTimeoutError,
   Verdict,
@@ -17,6 +17,7 @@ import {
   withId,
 } from "./retry.js";
 import { currentHolder, gave, newHolder, took } from "./holders.js";
+import { asMap } from "./replies.js";
 
 export interface HoldOptions {
   /** Lease in milliseconds (default 30 s). */
@@ -103,6 +104,8 @@ export abstract class Hold implements AsyncDisposable {
   /** When the lease may run out at the earliest (monotonic ms). */
   private leaseUntil = 0;
   private heldSince = 0;
+  /** The lease is bound (`KEEP`) to the connection the hold has now. */
+  private bound = false;
   private readonly ownHolder: string | undefined;
   private readonly fallbackHolder: string;
 
@@ -128,6 +131,17 @@ export abstract class Hold implements AsyncDisposable {
   protected abstract extendArgs(): Arg[][];
   protected abstract releaseArgs(): Arg[];
   protected abstract releasedAll(reply: unknown): boolean;
+
+  /** Reads that tell whether the hold still lives (a lease the server
+   * keeps with `KEEP` needs no write to be checked on). */
+  protected lookArgs(): Arg[][] {
+    return [["LOCK.INFO", this.key]];
+  }
+
+  /** The lease left (ms) in one of those replies; undefined: not held. */
+  protected oneLeft(info: Record<string, unknown>): number | undefined {
+    return String(info.holder) === this.holder ? Number(info.ttl) : undefined;
+  }
 
   /** How many times this object holds now (reentries counted). */
   get holds(): number {
@@ -175,6 +189,7 @@ export abstract class Hold implements AsyncDisposable {
         const err = translate(e);
         if (!isServerError(err) || signal?.aborted) {
           // Closing also drops a server-side wait of this connection.
+          this.bound = false;
           if (this.conn === conn) this.conn = undefined;
           await conn.close().catch(() => undefined);
         }
@@ -224,6 +239,7 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   private async closeConn(): Promise<void> {
+    this.bound = false;
     const conn = this.conn;
     this.conn = undefined;
     if (conn) await conn.close();
@@ -263,6 +279,7 @@ export abstract class Hold implements AsyncDisposable {
       return null;
     }
     this.leaseUntil = start + this.ttl;
+    this.bound = this.keep;
     took(this.key, this.holder);
     if (++this.depth === 1) {
       this.heldSince = start;
@@ -355,7 +372,7 @@ export abstract class Hold implements AsyncDisposable {
       return;
     }
     this.renewing = true;
-    void this.renew()
+    void (this.bound ? this.look() : this.renew())
       .catch(() => false)
       .then((ok) => {
         this.renewing = false;
@@ -378,6 +395,29 @@ export abstract class Hold implements AsyncDisposable {
       }
     }
     this.leaseUntil = start + this.ttl;
+    this.bound = this.keep;
+    return true;
+  }
+
+  /** The watcher's round while the server keeps the lease: reads, no
+   * write. A connection that failed on the way is replaced and the lease
+   * bound to the new one (`renew`). */
+  private async look(): Promise<boolean> {
+    const start = now();
+    let left: number | undefined;
+    try {
+      for (const args of this.lookArgs()) {
+        const reply = await this.call(args, Math.max(50, this.leaseUntil - start));
+        const ms = this.oneLeft(asMap(reply));
+        if (ms === undefined) return false;
+        left = left === undefined ? ms : Math.min(left, ms);
+      }
+    } catch (e) {
+      if (isServerError(e) && errorText(e).startsWith("WRONGTYPE")) return false;
+      return this.renew();
+    }
+    if (left === undefined) return false;
+    this.leaseUntil = start + left;
     return true;
   }
 

@@ -3,19 +3,26 @@
 
 import { type Arg, type Client, backendOf } from "./backend.js";
 import { type AcquireOptions, Hold, type HoldOptions, blockArgs, newHolder } from "./hold.js";
+import { asMap } from "./replies.js";
+
+export { asMap };
 
 const big = (v: unknown): bigint => BigInt(String(v));
 
-/** A map reply (RESP3) or a flat field/value array (RESP2) as an object. */
-export function asMap(raw: unknown): Record<string, unknown> {
-  if (raw === null || raw === undefined) return {};
-  if (raw instanceof Map) return Object.fromEntries([...raw].map(([k, v]) => [String(k), v]));
-  if (Array.isArray(raw)) {
-    const out: Record<string, unknown> = {};
-    for (let i = 0; i + 1 < raw.length; i += 2) out[String(raw[i])] = raw[i + 1];
-    return out;
+/** A holder's lease left in a `SEM.INFO`/`RWLOCK.INFO` reply (its entry's
+ * last field), undefined when it is not among the holders. */
+function holderLeft(info: Record<string, unknown>, holder: string): number | undefined {
+  const raw = info.holders;
+  const pairs: [unknown, unknown][] =
+    raw instanceof Map
+      ? [...raw]
+      : Array.isArray(raw)
+        ? raw.flatMap((v, i) => (i % 2 === 0 ? [[v, raw[i + 1]] as [unknown, unknown]] : []))
+        : [];
+  for (const [h, entry] of pairs) {
+    if (String(h) === holder && Array.isArray(entry)) return Number(entry[entry.length - 1]);
   }
-  return raw as Record<string, unknown>;
+  return undefined;
 }
 
 /** Runs one command on a connection opened for it. */
@@ -105,6 +112,12 @@ export class Semaphore extends Hold {
   protected extendArgs(): Arg[][] {
     return [["SEM.EXTEND", this.key, this.holder, this.ttl, "PERMITS", this.permits]];
   }
+  protected override lookArgs(): Arg[][] {
+    return [["SEM.INFO", this.key]];
+  }
+  protected override oneLeft(info: Record<string, unknown>): number | undefined {
+    return holderLeft(info, this.holder);
+  }
   protected releaseArgs(): Arg[] {
     return ["SEM.RELEASE", this.key, this.holder, "PERMITS", this.permits];
   }
@@ -144,6 +157,9 @@ export class MultiLock extends Hold {
   protected extendArgs(): Arg[][] {
     return this.keys.map((k) => ["LOCK.EXTEND", k, this.holder, this.ttl]);
   }
+  protected override lookArgs(): Arg[][] {
+    return this.keys.map((k) => ["LOCK.INFO", k]);
+  }
   protected releaseArgs(): Arg[] {
     return ["LOCK.MRELEASE", this.keys.length, ...this.keys, this.holder];
   }
@@ -173,6 +189,12 @@ export class RwHold extends FencedHold {
   }
   protected extendArgs(): Arg[][] {
     return [["RWLOCK.EXTEND", this.key, this.holder, this.ttl]];
+  }
+  protected override lookArgs(): Arg[][] {
+    return [["RWLOCK.INFO", this.key]];
+  }
+  protected override oneLeft(info: Record<string, unknown>): number | undefined {
+    return holderLeft(info, this.holder);
   }
   protected releaseArgs(): Arg[] {
     return ["RWLOCK.RELEASE", this.key, this.holder, this.mode];

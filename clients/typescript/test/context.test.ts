@@ -118,8 +118,9 @@ test("maxHold bounds renewal and reports the loss", async () => {
 test("a hold collected without release stops renewing and closes its connection", async () => {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc === undefined) return; // node without --expose-gc
+  const c = server.ioredis();
   await (async () => {
-    const lock = new Lock(server.ioredis(), "dropped", { ttl: 600 });
+    const lock = new Lock(c, "dropped", { ttl: 600 });
     await lock.acquire();
   })();
   for (let i = 0; i < 5; i++) {
@@ -128,4 +129,20 @@ test("a hold collected without release stops renewing and closes its connection"
   }
   await sleep(1200);
   assert.equal(await r.exists("dropped"), 0, "no watcher, no KEEP: the lease ran out");
+  c.disconnect();
+});
+
+test("a kept lease is watched with reads, not writes", async () => {
+  const c = server.ioredis();
+  const lock = new Lock(c, "kept", { ttl: 600 });
+  await lock.acquire();
+  await r.config("RESETSTAT");
+  await sleep(1500);
+  const stats = String(await r.info("commandstats"));
+  assert.ok(!stats.includes("cmdstat_lock.extend"), "no EXTEND while the server keeps the lease");
+  assert.ok(/cmdstat_lock\.info:calls=([3-9]|\d\d)/.test(stats), stats);
+  assert.ok(lock.held);
+  await lock.release();
+  assert.equal(await r.exists("kept"), 0);
+  c.disconnect();
 });
