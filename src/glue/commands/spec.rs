@@ -83,10 +83,10 @@ pub fn handle(
     ));
     let response = guard::call(failed, || {
         let result = with_args(argv, argc, |args| match requests::spots(ids, args) {
+            Ok(None) => body(&context, args),
             // Cluster routing asking for the keys (`getkeys-api`): no
             // client, no database, only the key positions.
             _ if context.is_keys_position_request() => body(&context, args),
-            Ok(None) => body(&context, args),
             Ok(Some(s)) => without_id(args, &s, |rest| {
                 requests::run(&context, ids, (args, rest), s, waiting::take_place, body)
             }),
