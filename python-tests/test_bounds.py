@@ -8,6 +8,8 @@ import time
 import pytest
 import redis
 
+from harness import resp
+
 from conftest import Background, wait_blocked
 
 
@@ -50,14 +52,6 @@ def many_files():
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     yield
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 @pytest.mark.heavy

@@ -13,6 +13,8 @@ import time
 import pytest
 import redis
 
+from harness import resp
+
 from conftest import wait_for
 from test_durability import lock_state, populate, start_pair
 
@@ -27,14 +29,6 @@ USERS = {
     "write": ["+@write", "+@read", "+@connection"],
     "padlock": ["+@padlock", "+@connection"],
 }
-
-
-def resp(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 
 def aof_server(make_server, commands, module_args=(), subdir=None):

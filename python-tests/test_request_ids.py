@@ -362,3 +362,15 @@ def test_a_replicas_own_aof_keeps_the_ids(make_server):
     assert rep.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
     assert rep.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "c") == permits
     assert info(rep, "SEM.INFO", "s")[b"used"] == 2
+
+
+def test_ids_loaded_from_the_rdb_are_pruned_too(make_server):
+    s = make_server(module_args=["id-memory-ms", "300"])
+    r = s.client()
+    r.execute_command("LOCK.ACQUIRE", "f", "h", 60000)
+    r.execute_command("LOCK.RELEASE", "f", "h", "ID", "a")
+    s.restart(save=True)
+    r = s.client()
+    assert r.info("padlock")["padlock_request_ids"] == 1
+    # No request arrives: the load itself set the prune timer going.
+    assert wait_for(lambda: r.info("padlock")["padlock_request_ids"] == 0, timeout=5)

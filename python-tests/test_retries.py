@@ -5,17 +5,12 @@ without `ID` that doubled a reentry, freed a nested hold and doubled
 permits; with `ID` every resend answers the first reply and the state is
 what the first sending left, pipelines resent whole included."""
 
-import pathlib
-import sys
-
+import pytest
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
-from faultproxy import FaultProxy  # noqa: E402
-
-import pytest  # noqa: E402
+from faultproxy import FaultProxy  # scripts/, on the path (conftest)
 
 
 @pytest.fixture

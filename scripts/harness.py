@@ -16,6 +16,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
 
 
+def resp(*args):
+    """One command in RESP, as a client sends it (for raw sockets)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
 def port_free(port):
     with socket.socket() as s:
         try:

@@ -14,15 +14,7 @@ import time
 
 import redis
 
-from harness import Server
-
-
-def resp(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
+from harness import Server, resp
 
 
 def usec(r, cmd):

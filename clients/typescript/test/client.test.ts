@@ -14,9 +14,8 @@ import {
   graph,
   toDot,
 } from "../src/index.js";
-import { TestServer } from "./server.js";
+import { TestServer, sleep, useServer } from "./server.js";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function until(pred: () => Promise<boolean>, ms = 3000): Promise<boolean> {
   const end = Date.now() + ms;
@@ -29,15 +28,9 @@ async function until(pred: () => Promise<boolean>, ms = 3000): Promise<boolean> 
 
 let server: TestServer;
 let r: Redis;
-
-before(async () => {
-  server = await TestServer.start();
-  r = server.ioredis();
-});
-
-after(async () => {
-  r.disconnect();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  r = c;
 });
 
 for (const flavour of ["ioredis", "node-redis"] as const) {

@@ -1,23 +1,17 @@
 // Holders from the caller's context (the seeds' nested reentry inside
 // `withHolder`), leases without renewal, renewal bounded by maxHold.
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { Lock, NotAcquiredError, ReadWriteLock, currentHolder, withHolder } from "../src/index.js";
-import { TestServer } from "./server.js";
+import { TestServer, sleep, useServer } from "./server.js";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let server: TestServer;
 let r: Redis;
-
-before(async () => {
-  server = await TestServer.start();
-  r = server.ioredis();
-});
-after(async () => {
-  r.disconnect();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  r = c;
 });
 
 async function count(key: string): Promise<number> {

@@ -1,7 +1,7 @@
 // Lost replies, half-open connections, a key replaced by another type, an
 // abandoned wait (SPEC: Retries): through scripts/faultproxy.py, with
 // ioredis and node-redis.
-import { after, afterEach, before, beforeEach, describe, test } from "node:test";
+import { afterEach, beforeEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
@@ -10,21 +10,15 @@ import { Redis } from "ioredis";
 import { createClient } from "@redis/client";
 import { Lock, NotHeldError, ReadWriteLock, Semaphore } from "../src/index.js";
 import { FaultProxy } from "./proxy.js";
-import { TestServer } from "./server.js";
+import { TestServer, sleep, useServer } from "./server.js";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let server: TestServer;
 let r: Redis;
 let proxy: FaultProxy;
-
-before(async () => {
-  server = await TestServer.start();
-  r = server.ioredis();
-});
-after(async () => {
-  r.disconnect();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  r = c;
 });
 beforeEach(async () => {
   proxy = await FaultProxy.start(server.port);

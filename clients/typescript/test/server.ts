@@ -5,6 +5,7 @@ import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { after, before } from "node:test";
 import { Redis } from "ioredis";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
@@ -64,4 +65,22 @@ export class TestServer {
     await new Promise((r) => this.proc.once("exit", r));
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** One server for a test file: started before its tests with an ioredis
+ * client on it (handed to `use`), both stopped after them. */
+export function useServer(use: (server: TestServer, r: Redis) => void): void {
+  let server: TestServer | undefined;
+  let r: Redis | undefined;
+  before(async () => {
+    server = await TestServer.start();
+    r = server.ioredis();
+    use(server, r);
+  });
+  after(async () => {
+    r?.disconnect();
+    await server?.stop();
+  });
 }

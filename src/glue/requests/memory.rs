@@ -5,10 +5,21 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::core::ids::{Bounds, Memory};
+use crate::glue::blocking::OneShot;
 use crate::glue::config;
 
 thread_local! {
     static MEMORY: RefCell<Memory> = RefCell::new(Memory::default());
+    /// The prune timer (its callback is `prune`'s): kept here, so that a
+    /// load can set it going without reaching above the memory.
+    pub static TIMER: OneShot = const { OneShot::new() };
+}
+
+/// Makes sure the prune timer comes when the first group is due.
+pub fn rearm(now: i64) {
+    if let Some(at) = with(|m| m.next_due()) {
+        TIMER.with(|t| t.arm(at.max(now + 1)));
+    }
 }
 
 pub fn with<R>(f: impl FnOnce(&mut Memory) -> R) -> R {

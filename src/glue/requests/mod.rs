@@ -217,7 +217,7 @@ fn remember(ctx: &Context, tag: Rc<Tag>, answer: Answer) {
 }
 
 /// Remembers a request applied at `at_ms`; `send`: replicate it too (not
-/// when it rode on the request's own effect).
+/// when it rode on the request's own effect, or came from the master).
 fn remember_at(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64, send: bool) {
     let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
     let r = Remembered {
@@ -229,22 +229,20 @@ fn remember_at(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64, send: bo
     if send {
         saved::replicate(ctx, &tag.at, &r);
     }
-    with(|m| m.remember(tag.at, r, bounds()));
+    store(ctx, tag.at, r);
+}
+
+/// Into the memory, within its bounds: every way an id arrives (a
+/// request, an effect, a tail on one) comes through here.
+fn store(ctx: &Context, at: Address, r: Remembered) {
+    with(|m| m.remember(at, r, bounds()));
     prune::after_remember(ctx);
 }
 
 /// An effect from the master or the AOF carried a request-id (`piggy`):
 /// remembered as the master remembered it.
 pub fn rode_in(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64) {
-    let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
-    let r = Remembered {
-        id: tag.id,
-        print: tag.print,
-        answer,
-        at_ms,
-    };
-    with(|m| m.remember(tag.at, r, bounds()));
-    prune::after_remember(ctx);
+    remember_at(ctx, tag, answer, at_ms, false);
 }
 
 /// A grant taken back (its reply never reached the client): the request

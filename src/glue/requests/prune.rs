@@ -9,9 +9,10 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use redis_module::{raw, Context, RedisString};
 
+use super::memory::{rearm, TIMER};
 use super::{bounds, with};
 use crate::core::ids::Address;
-use crate::glue::blocking::{self, OneShot};
+use crate::glue::blocking;
 use crate::glue::config;
 use crate::glue::key::Key;
 use crate::glue::server::now_ms;
@@ -20,10 +21,6 @@ use crate::glue::server::now_ms;
 /// `max-remembered-ids`.
 const BATCH: usize = 1000;
 const PER_REQUEST: usize = 4;
-
-thread_local! {
-    static TIMER: OneShot = const { OneShot::new() };
-}
 
 pub fn init(ctx: &Context) {
     TIMER.with(|t| t.init(ctx, fire));
@@ -69,12 +66,6 @@ fn decide(ctx: &Context, at: &Address, now: i64, memory_ms: i64) {
         with(|m| m.keep_until(at, now.saturating_add(memory_ms)));
     } else {
         with(|m| m.forget(at));
-    }
-}
-
-fn rearm(now: i64) {
-    if let Some(at) = with(|m| m.next_due()) {
-        TIMER.with(|t| t.arm(at.max(now + 1)));
     }
 }
 

@@ -168,6 +168,8 @@ pub fn aux_load(rdb: *mut raw::RedisModuleIO) -> Result<(), &'static str> {
         loaded.remember(at, r, bounds);
     }
     with(|m| *m = loaded);
+    // Its groups come due on the prune timer, as remembered ones do.
+    super::memory::rearm(crate::glue::server::now_ms());
     Ok(())
 }
 

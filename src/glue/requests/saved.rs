@@ -9,7 +9,7 @@
 
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::{bounds, with, Tag};
+use super::{with, Tag};
 use crate::core::args::{parse_int, Arg};
 use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::core::error::Error;
@@ -104,6 +104,6 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         answer,
         at_ms: int(at_ms, "at-ms")?,
     };
-    with(|m| m.remember(at, r, bounds()));
+    super::store(ctx, at, r);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
