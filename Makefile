@@ -36,6 +36,9 @@ test: build
 	@echo "==> TypeScript client (clients/typescript): tsc --strict and its tests"
 	@scripts/deps.sh --node
 	cd clients/typescript && PADLOCK_SO=$(abspath $(SO)) npm test --silent
+	@echo "==> Java client (clients/java): javac -Xlint:all -Werror and its JUnit tests (Jedis, Lettuce, Spring, cluster, Kotlin)"
+	@scripts/deps.sh --java
+	cd clients/java && PADLOCK_SO=$(abspath $(SO)) mvn -q -B -ntp verify
 
 # More servers than `make test`: Valkey 8.0.1 (bookworm-backports) and
 # 8.1.1 (trixie), unpacked beside the system; Valkey 8.1.8 (the
@@ -73,6 +76,8 @@ lint: deps
 	python3 scripts/check-structure.py
 	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
 	cd clients/typescript && npx tsc -p tsconfig.json --noEmit
+	@scripts/deps.sh --java
+	cd clients/java && mvn -q -B -ntp compile
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 

@@ -39,6 +39,16 @@ if [ "${1:-}" = "--node" ]; then
   fi
 fi
 
+if [ "${1:-}" = "--java" ]; then
+  # A JDK 17+ and Maven for the Java client; Maven fetches its packages
+  # (drivers, JUnit, Kotlin) from Maven Central into ~/.m2.
+  if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+    echo "==> installing a JDK and Maven"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jdk-headless maven >/dev/null
+  fi
+fi
+
 if [ "${1:-}" = "--python" ]; then
   req=python-tests/requirements.txt
   stamp=.venv/.installed

@@ -1,0 +1,199 @@
+package io.padlock;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What every kind of hold does the same way: find the caller's holder, try
+ * on the hold's connection (with {@code KEEP}), wait on a connection of its
+ * own, bind the lease after a wait, release and count.
+ */
+abstract class Holding {
+    final Padlock pad;
+    final Kind kind;
+    /** An explicit holder, or null: the calling thread's. */
+    final String fixedHolder;
+    final long ttlMs;
+    volatile Runnable onLost;
+
+    Holding(Padlock pad, Kind kind, String fixedHolder, long ttlMs) {
+        if (fixedHolder != null && fixedHolder.isEmpty()) {
+            throw new IllegalArgumentException("holder must not be empty");
+        }
+        if (ttlMs < 300) {
+            throw new IllegalArgumentException("ttl below 300 ms cannot be kept with KEEP");
+        }
+        this.pad = pad;
+        this.kind = kind;
+        this.fixedHolder = fixedHolder;
+        this.ttlMs = ttlMs;
+    }
+
+    /** The holder this call acts for: the explicit one, or this client's id and the thread's. */
+    public String holder() {
+        return fixedHolder != null ? fixedHolder : pad.defaultHolder();
+    }
+
+    /** The acquire command for {@code units}, without {@code BLOCK}, {@code KEEP} or {@code ID}. */
+    abstract List<String> acquireArgs(String holder, long units);
+
+    /** Counts a grant's reply into the hold (caller holds its io). */
+    abstract void took(Hold h, Object reply, long units);
+
+    /** The release command for {@code units}. */
+    abstract List<String> releaseArgs(String holder, long units);
+
+    /** Counts a release's reply; true when nothing is held any more. */
+    abstract boolean released(Hold h, Object reply, long units);
+
+    /**
+     * Takes {@code units}: at once if free, else waiting {@code waitMs}
+     * ({@code < 0}: without end; {@code 0}: not at all). False when not
+     * granted in time.
+     */
+    final boolean take(long units, long waitMs, boolean interruptibly) throws InterruptedException {
+        if (interruptibly && Thread.interrupted()) {
+            throw new InterruptedException();
+        }
+        String holder = holder();
+        long start = System.nanoTime();
+        boolean forever = waitMs < 0;
+        long deadline = forever ? Long.MAX_VALUE : start + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        List<String> now = new ArrayList<>(acquireArgs(holder, units));
+        now.add("KEEP");
+        while (true) {
+            Hold h = pad.hold(kind, holder, ttlMs);
+            h.io.lock();
+            try {
+                if (h.ended) {
+                    pad.forget(h);
+                    continue;
+                }
+                long sent = System.nanoTime();
+                Object r;
+                try {
+                    r = h.send(now, sent + TimeUnit.MILLISECONDS.toNanos(Math.min(ttlMs, 5000)));
+                } catch (ReplyException e) {
+                    if (!"TRYAGAIN".equals(e.code())) {
+                        giveBackIfIdle(h);
+                        throw Holding.translate(e);
+                    }
+                    r = null; // a restart grace: a wait is served once it ends
+                }
+                if (r != null) {
+                    h.ttlMs = ttlMs;
+                    took(h, r, units);
+                    h.listen(onLost);
+                    h.granted(sent);
+                    return true;
+                }
+                giveBackIfIdle(h);
+            } finally {
+                h.io.unlock();
+            }
+            break;
+        }
+        if (waitMs == 0) {
+            return false;
+        }
+        Object r;
+        try {
+            r = Hold.await(pad, kind, left -> {
+                List<String> a = new ArrayList<>(acquireArgs(holder, units));
+                a.add("BLOCK");
+                a.add(Long.toString(left));
+                return a;
+            }, deadline, forever, interruptibly);
+        } catch (ReplyException e) {
+            throw Holding.translate(e);
+        }
+        if (r == null) {
+            return false;
+        }
+        while (true) {
+            Hold h = pad.hold(kind, holder, ttlMs);
+            h.io.lock();
+            try {
+                if (h.ended) {
+                    pad.forget(h);
+                    continue;
+                }
+                h.ttlMs = ttlMs;
+                took(h, r, units);
+                h.listen(onLost);
+                h.granted(System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(ttlMs));
+                try {
+                    h.bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
+                } catch (RuntimeException e) {
+                    h.lose("the lease of " + holder + " on " + kind.route() + " ran out right after its wait");
+                    throw new LockLostException("granted, but lost before its lease could be kept: " + e.getMessage());
+                }
+                return true;
+            } finally {
+                h.io.unlock();
+            }
+        }
+    }
+
+    /** A hold that holds nothing gives its connection back while its owner waits elsewhere. */
+    private static void giveBackIfIdle(Hold h) {
+        if (h.depth == 0) {
+            h.finish(true);
+        }
+    }
+
+    /** Gives back {@code units}; throws {@link IllegalMonitorStateException} when not held. */
+    final void give(long units) {
+        String holder = holder();
+        Hold h = pad.existing(kind, holder);
+        if (h == null) {
+            throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
+        }
+        h.io.lock();
+        try {
+            if (h.lost()) {
+                pad.forget(h);
+                throw new LockLostException(kind.route() + " was lost by " + holder);
+            }
+            if (h.ended || h.depth == 0) {
+                throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
+            }
+            Object r;
+            try {
+                r = h.send(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
+            } catch (ReplyException e) {
+                if ("NOTHELD".equals(e.code()) || "WRONGTYPE".equals(e.code())) {
+                    h.lose(kind.route() + " was lost by " + holder + " before its release");
+                    pad.forget(h);
+                    throw new LockLostException(e.getMessage());
+                }
+                throw e;
+            } catch (LinkException e) {
+                // Not known whether it was released: the connection is closed,
+                // so nothing keeps the lease; it runs out within one ttl.
+                h.lose("the release of " + kind.route() + " by " + holder + " got no answer");
+                pad.forget(h);
+                throw e;
+            }
+            if (released(h, r, units)) {
+                h.finish(true);
+            }
+        } finally {
+            h.io.unlock();
+        }
+    }
+
+    /** The hold of the calling thread's holder, or null. */
+    final Hold mine() {
+        Hold h = pad.existing(kind, holder());
+        return h == null || h.ended ? null : h;
+    }
+
+    static RuntimeException translate(ReplyException e) {
+        if ("DEADLOCK".equals(e.code())) {
+            return new DeadlockException(e.getMessage());
+        }
+        return e;
+    }
+}

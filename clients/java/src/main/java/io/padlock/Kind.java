@@ -1,0 +1,132 @@
+package io.padlock;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The commands of one kind of hold that the shared machinery needs: how to
+ * renew the lease and how to read whether it still lives. Acquire and release
+ * differ enough per kind that each class sends its own.
+ */
+abstract class Kind {
+    final List<String> keys;
+
+    Kind(List<String> keys) {
+        this.keys = List.copyOf(keys);
+    }
+
+    /** The key the hold's connection is routed by (all keys share its slot). */
+    String route() {
+        return keys.get(0);
+    }
+
+    /** Names the hold in a {@link Padlock}'s registry. */
+    abstract String name();
+
+    /** The renewals, each sent with {@code KEEP} and its own request-id. */
+    abstract List<List<String>> extend(String holder, long ttlMs, long units);
+
+    /** Reads that tell whether the hold still lives, one per key. */
+    List<List<String>> look() {
+        List<List<String>> out = new ArrayList<>();
+        for (String k : keys) {
+            out.add(List.of(infoCommand(), k));
+        }
+        return out;
+    }
+
+    abstract String infoCommand();
+
+    /** The lease left (ms) that one read shows for {@code holder}; -1 when not held. */
+    abstract long leaseLeft(Map<String, Object> info, String holder);
+
+    static final class LockKind extends Kind {
+        LockKind(List<String> keys) {
+            super(keys);
+        }
+
+        @Override
+        String name() {
+            return (keys.size() == 1 ? "lock\0" : "multi\0") + String.join("\0", keys);
+        }
+
+        @Override
+        List<List<String>> extend(String holder, long ttlMs, long units) {
+            List<List<String>> out = new ArrayList<>();
+            for (String k : keys) {
+                out.add(List.of("LOCK.EXTEND", k, holder, Long.toString(ttlMs), "KEEP"));
+            }
+            return out;
+        }
+
+        @Override
+        String infoCommand() {
+            return "LOCK.INFO";
+        }
+
+        @Override
+        long leaseLeft(Map<String, Object> info, String holder) {
+            if (!holder.equals(String.valueOf(info.get("holder")))) {
+                return -1;
+            }
+            return Replies.asLong(info.get("ttl"));
+        }
+    }
+
+    /** Semaphores: {@code units} is the permits held (re-created with them during a restart grace). */
+    static final class SemKind extends Kind {
+        SemKind(String key) {
+            super(List.of(key));
+        }
+
+        @Override
+        String name() {
+            return "sem\0" + route();
+        }
+
+        @Override
+        List<List<String>> extend(String holder, long ttlMs, long units) {
+            return List.of(List.of("SEM.EXTEND", route(), holder, Long.toString(ttlMs),
+                    "PERMITS", Long.toString(Math.max(1, units)), "KEEP"));
+        }
+
+        @Override
+        String infoCommand() {
+            return "SEM.INFO";
+        }
+
+        @Override
+        long leaseLeft(Map<String, Object> info, String holder) {
+            Object mine = Replies.asMap(info.get("holders")).get(holder);
+            return mine == null ? -1 : Replies.asLong(Replies.asList(mine).get(1));
+        }
+    }
+
+    static final class RwKind extends Kind {
+        RwKind(String key) {
+            super(List.of(key));
+        }
+
+        @Override
+        String name() {
+            return "rwlock\0" + route();
+        }
+
+        @Override
+        List<List<String>> extend(String holder, long ttlMs, long units) {
+            return List.of(List.of("RWLOCK.EXTEND", route(), holder, Long.toString(ttlMs), "KEEP"));
+        }
+
+        @Override
+        String infoCommand() {
+            return "RWLOCK.INFO";
+        }
+
+        @Override
+        long leaseLeft(Map<String, Object> info, String holder) {
+            Object mine = Replies.asMap(info.get("holders")).get(holder);
+            return mine == null ? -1 : Replies.asLong(Replies.asList(mine).get(3));
+        }
+    }
+}

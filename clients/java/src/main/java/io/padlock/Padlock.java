@@ -1,0 +1,226 @@
+package io.padlock;
+
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+
+/**
+ * The entry point: locks, read-write locks, semaphores and multi-key locks
+ * served by the padlock module, on a driver the application already has.
+ *
+ * <pre>{@code
+ * Padlock padlock = Padlock.jedis(new JedisPooled("localhost", 6379));
+ * Lock lock = padlock.getLock("order:1001");
+ * lock.lock();
+ * try { ... } finally { lock.unlock(); }
+ * }</pre>
+ *
+ * <p>One Padlock has one scheduler (two daemon threads) that watches every
+ * hold; leases are kept by the server with {@code KEEP} while the hold's
+ * connection lives, so nothing is renewed by a timer. Close it to stop the
+ * scheduler; the application's driver stays open.
+ */
+public final class Padlock implements AutoCloseable {
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    final Driver driver;
+    final ScheduledThreadPoolExecutor scheduler;
+    /** Runs interruptible waits for drivers without futures of their own. */
+    final ExecutorService helper;
+    private final String id;
+    private final long ttlMs;
+    private final Consumer<String> log;
+    private final ConcurrentHashMap<String, Hold> holds = new ConcurrentHashMap<>();
+    private final String idPrefix;
+    private final AtomicLong idCounter = new AtomicLong();
+
+    private Padlock(Builder b) {
+        this.driver = Objects.requireNonNull(b.driver, "driver");
+        this.id = b.id != null ? b.id : "jvm-" + hex(6);
+        this.ttlMs = b.ttl.toMillis();
+        this.log = b.log;
+        this.idPrefix = hex(8) + "-";
+        this.scheduler = new ScheduledThreadPoolExecutor(2, daemons("padlock-watch"));
+        this.scheduler.setRemoveOnCancelPolicy(true);
+        this.helper = Executors.newCachedThreadPool(daemons("padlock-wait"));
+    }
+
+    /** On Jedis: a {@code JedisPooled}, {@code RedisClient}, {@code JedisCluster} or {@code RedisClusterClient}. */
+    public static Padlock jedis(redis.clients.jedis.UnifiedJedis jedis) {
+        return builder(new io.padlock.driver.JedisDriver(jedis)).build();
+    }
+
+    /** On Lettuce: a {@code RedisClient} or {@code RedisClusterClient}. */
+    public static Padlock lettuce(io.lettuce.core.AbstractRedisClient lettuce) {
+        return builder(new io.padlock.driver.LettuceDriver(lettuce)).build();
+    }
+
+    /** On Spring Data Redis: the factory a {@code StringRedisTemplate} already uses. */
+    public static Padlock spring(org.springframework.data.redis.connection.RedisConnectionFactory factory) {
+        return builder(io.padlock.driver.SpringDriver.of(factory)).build();
+    }
+
+    public static Builder builder(Driver driver) {
+        return new Builder(driver);
+    }
+
+    /** This client's id: the default holder of a lock is {@code id + ":" + thread id}. */
+    public String id() {
+        return id;
+    }
+
+    /** A lock, reentrant per thread (or per explicit holder), with a lease of the default ttl. */
+    public PadlockLock getLock(String key) {
+        return new PadlockLock(this, List.of(key), null, ttlMs);
+    }
+
+    /** All or nothing over several keys (in a cluster, with one hash tag). */
+    public PadlockMultiLock getMultiLock(String... keys) {
+        return new PadlockMultiLock(this, List.of(keys), null, ttlMs);
+    }
+
+    public PadlockReadWriteLock getReadWriteLock(String key) {
+        return new PadlockReadWriteLock(this, key, null, ttlMs);
+    }
+
+    /** A semaphore of {@code limit} permits; its permits are this client's (see the README). */
+    public PadlockSemaphore getSemaphore(String key, int limit) {
+        return new PadlockSemaphore(this, key, limit, null, ttlMs);
+    }
+
+    /** Stops the scheduler; holds still held are released first. */
+    @Override
+    public void close() {
+        for (Hold h : new ArrayList<>(holds.values())) {
+            h.io.lock();
+            try {
+                h.finish(false);
+            } finally {
+                h.io.unlock();
+            }
+        }
+        scheduler.shutdownNow();
+        helper.shutdownNow();
+        driver.close();
+    }
+
+    String defaultHolder() {
+        return id + ":" + Thread.currentThread().getId();
+    }
+
+    /** The live hold of {@code holder} on {@code kind}'s keys, made on first use. */
+    Hold hold(Kind kind, String holder, long ttl) {
+        return holds.computeIfAbsent(kind.name() + "\0" + holder, k -> new Hold(this, kind, holder, ttl));
+    }
+
+    /** The hold if this process holds it now, else null. */
+    Hold existing(Kind kind, String holder) {
+        return holds.get(kind.name() + "\0" + holder);
+    }
+
+    void forget(Hold h) {
+        holds.remove(h.kind.name() + "\0" + h.holder, h);
+    }
+
+    /** Request-ids: random per Padlock, then a counter; never reused by this process. */
+    String nextId() {
+        return idPrefix + Long.toString(idCounter.incrementAndGet(), 36);
+    }
+
+    List<String> withId(List<String> args) {
+        List<String> out = new ArrayList<>(args.size() + 2);
+        out.addAll(args);
+        out.add("ID");
+        out.add(nextId());
+        return out;
+    }
+
+    void log(String message) {
+        log.accept(message);
+    }
+
+    /**
+     * Sleeps before resend {@code attempt} (20 ms doubling to 500 ms), never
+     * past {@code deadline}; false when no time is left.
+     */
+    static boolean pause(int attempt, long deadline) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+            return false;
+        }
+        long ms = Math.min(500, 20L << Math.min(attempt, 5));
+        try {
+            Thread.sleep(Math.min(ms, Math.max(1, TimeUnit.NANOSECONDS.toMillis(left))));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        return true;
+    }
+
+    private static String hex(int bytes) {
+        byte[] b = new byte[bytes];
+        RANDOM.nextBytes(b);
+        return HexFormat.of().formatHex(b);
+    }
+
+    private static ThreadFactory daemons(String name) {
+        AtomicInteger n = new AtomicInteger();
+        return r -> {
+            Thread t = new Thread(r, name + "-" + n.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        };
+    }
+
+    /** Options: the client id, the default lease, where warnings go. */
+    public static final class Builder {
+        private final Driver driver;
+        private String id;
+        private Duration ttl = Duration.ofSeconds(30);
+        private Consumer<String> log = m -> System.getLogger("io.padlock").log(System.Logger.Level.WARNING, m);
+
+        private Builder(Driver driver) {
+            this.driver = driver;
+        }
+
+        /** This client's id (default: random); holders are {@code id:threadId}. */
+        public Builder id(String id) {
+            this.id = id;
+            return this;
+        }
+
+        /**
+         * The lease: how long a hold outlives its connection (the grace for a
+         * reconnect), and so how long a crashed process keeps what it held.
+         */
+        public Builder ttl(Duration ttl) {
+            if (ttl.toMillis() < 300) {
+                throw new IllegalArgumentException("ttl below 300 ms cannot be kept with KEEP");
+            }
+            this.ttl = ttl;
+            return this;
+        }
+
+        public Builder log(Consumer<String> log) {
+            this.log = log;
+            return this;
+        }
+
+        public Padlock build() {
+            return new Padlock(this);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+package io.padlock;
+
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A counting semaphore ({@code SEM.*}) shaped like
+ * {@code java.util.concurrent.Semaphore}. Permits belong to a holder: by
+ * default this {@link Padlock}'s id, so every thread of the process draws
+ * from and gives back to one count, and any thread may release, as with
+ * {@code Semaphore}; {@link #withHolder} gives a unit of work its own
+ * permits and lease. Waits are first come, first served.
+ */
+public final class PadlockSemaphore extends Holding {
+    private final String key;
+    private final int limit;
+
+    PadlockSemaphore(Padlock pad, String key, int limit, String holder, long ttlMs) {
+        super(pad, new Kind.SemKind(key), holder != null ? holder : pad.id(), ttlMs);
+        if (limit < 1) {
+            throw new IllegalArgumentException("limit must be at least 1");
+        }
+        this.key = key;
+        this.limit = limit;
+    }
+
+    public PadlockSemaphore withHolder(String holder) {
+        return new PadlockSemaphore(pad, key, limit, holder, ttlMs);
+    }
+
+    public String key() {
+        return key;
+    }
+
+    public int limit() {
+        return limit;
+    }
+
+    public void acquire() throws InterruptedException {
+        acquire(1);
+    }
+
+    /** Waits for {@code permits} until granted or interrupted. */
+    public void acquire(int permits) throws InterruptedException {
+        take(check(permits), -1, true);
+    }
+
+    public void acquireUninterruptibly(int permits) {
+        boolean interrupted = false;
+        while (true) {
+            try {
+                take(check(permits), -1, false);
+                break;
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    public boolean tryAcquire() {
+        return tryAcquire(1);
+    }
+
+    /** Only when {@code permits} are free now and nobody waits ahead. */
+    public boolean tryAcquire(int permits) {
+        try {
+            return take(check(permits), 0, false);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    public boolean tryAcquire(long time, TimeUnit unit) throws InterruptedException {
+        return tryAcquire(1, time, unit);
+    }
+
+    public boolean tryAcquire(int permits, long time, TimeUnit unit) throws InterruptedException {
+        return take(check(permits), Math.max(0, unit.toMillis(time)), true);
+    }
+
+    public void release() {
+        release(1);
+    }
+
+    /** Gives back {@code permits}; more than the holder has: {@link IllegalMonitorStateException}. */
+    public void release(int permits) {
+        Hold h = mine();
+        if (h != null && !h.lost() && permits > h.depth) {
+            throw new IllegalMonitorStateException(holder() + " holds " + h.depth + " permit(s) of " + key + ", not " + permits);
+        }
+        give(check(permits));
+    }
+
+    /** Permits free now (one read). */
+    public int availablePermits() {
+        Object info = pad.driver.open(key).callAndClose(5000, List.of("SEM.INFO", key));
+        if (info == null) {
+            return limit;
+        }
+        return (int) Replies.asLong(Replies.asMap(info).get("available"));
+    }
+
+    /** Permits this holder holds (0 when lost). */
+    public int heldPermits() {
+        Hold h = mine();
+        return h == null || h.lost() ? 0 : (int) h.depth;
+    }
+
+    /** True while this holder holds permits and their lease cannot have run out. */
+    public boolean isHeld() {
+        Hold h = mine();
+        return h != null && h.held();
+    }
+
+    public void onLost(Runnable listener) {
+        this.onLost = listener;
+    }
+
+    private int check(int permits) {
+        if (permits < 1 || permits > limit) {
+            throw new IllegalArgumentException("permits must be 1 to " + limit + ", not " + permits);
+        }
+        return permits;
+    }
+
+    @Override
+    List<String> acquireArgs(String holder, long units) {
+        return List.of("SEM.ACQUIRE", key, holder, Integer.toString(limit), Long.toString(ttlMs),
+                "PERMITS", Long.toString(units));
+    }
+
+    @Override
+    void took(Hold h, Object reply, long units) {
+        h.depth = Replies.asLong(reply);
+    }
+
+    @Override
+    List<String> releaseArgs(String holder, long units) {
+        return List.of("SEM.RELEASE", key, holder, "PERMITS", Long.toString(units));
+    }
+
+    @Override
+    boolean released(Hold h, Object reply, long units) {
+        h.depth = Replies.asLong(reply);
+        return h.depth == 0;
+    }
+
+    @Override
+    public String toString() {
+        return "PadlockSemaphore[" + key + ", " + limit + "]";
+    }
+}

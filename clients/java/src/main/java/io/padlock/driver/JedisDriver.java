@@ -1,0 +1,112 @@
+package io.padlock.driver;
+
+import io.padlock.Driver;
+import io.padlock.Link;
+import io.padlock.LinkException;
+import io.padlock.ReplyException;
+import java.util.List;
+import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.Connection;
+import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.JedisPooled;
+import redis.clients.jedis.RedisClient;
+import redis.clients.jedis.RedisClusterClient;
+import redis.clients.jedis.UnifiedJedis;
+import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisConnectionException;
+import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.util.JedisClusterCRC16;
+
+/**
+ * Jedis: a connection borrowed from the client's own pool (in a cluster, the
+ * pool of the node serving the key's slot), commands through
+ * {@code Connection.executeCommand(CommandArguments)}.
+ */
+@SuppressWarnings("deprecation") // JedisPooled and JedisCluster: deprecated in Jedis 7, still what most code has
+public final class JedisDriver implements Driver {
+    private final UnifiedJedis jedis;
+
+    public JedisDriver(UnifiedJedis jedis) {
+        if (!(jedis instanceof JedisPooled || jedis instanceof RedisClient || jedis instanceof JedisCluster
+                || jedis instanceof RedisClusterClient)) {
+            throw new IllegalArgumentException("padlock needs a JedisPooled, RedisClient, JedisCluster or "
+                    + "RedisClusterClient (it borrows connections of its own from their pools)");
+        }
+        this.jedis = jedis;
+    }
+
+    @Override
+    public Link open(String key) {
+        try {
+            Connection c;
+            if (jedis instanceof JedisCluster jc) {
+                c = jc.getConnectionFromSlot(JedisClusterCRC16.getSlot(key));
+            } else if (jedis instanceof RedisClusterClient rc) {
+                c = rc.getConnectionFromSlot(JedisClusterCRC16.getSlot(key));
+            } else if (jedis instanceof JedisPooled p) {
+                c = p.getPool().getResource();
+            } else {
+                c = ((RedisClient) jedis).getPool().getResource();
+            }
+            return new JedisLink(c, null);
+        } catch (JedisConnectionException e) {
+            throw new LinkException("no connection: " + e.getMessage(), e);
+        }
+    }
+
+    /** One Jedis {@link Connection}; {@code owner} (if any) is closed instead of it. */
+    static final class JedisLink implements Link {
+        private final Connection c;
+        private final AutoCloseable owner;
+
+        JedisLink(Connection c, AutoCloseable owner) {
+            this.c = c;
+            this.owner = owner;
+        }
+
+        @Override
+        public synchronized Object call(long timeoutMs, List<String> args) {
+            CommandArguments ca = new CommandArguments(command(args.get(0)));
+            for (int i = 1; i < args.size(); i++) {
+                ca.add(args.get(i));
+            }
+            try {
+                c.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(0, timeoutMs)));
+                return Decode.value(c.executeCommand(ca));
+            } catch (JedisConnectionException e) {
+                c.setBroken();
+                throw new LinkException(e.getMessage(), e);
+            } catch (JedisDataException e) {
+                throw new ReplyException(e.getMessage());
+            }
+        }
+
+        @Override
+        public void close() {
+            try {
+                if (owner != null) {
+                    owner.close();
+                } else {
+                    c.close();
+                }
+            } catch (Exception e) {
+                // a connection that fails to close is gone either way
+            }
+        }
+
+        @Override
+        public void discard() {
+            c.setBroken();
+            try {
+                c.disconnect();
+            } catch (RuntimeException e) {
+                // already closed
+            }
+            close();
+        }
+    }
+
+    static ProtocolCommand command(String name) {
+        return Commands.named(name);
+    }
+}

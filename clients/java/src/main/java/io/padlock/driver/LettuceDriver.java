@@ -1,0 +1,206 @@
+package io.padlock.driver;
+
+import io.lettuce.core.AbstractRedisClient;
+import io.lettuce.core.RedisChannelHandler;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCommandExecutionException;
+import io.lettuce.core.RedisConnectionStateListener;
+import io.lettuce.core.RedisException;
+import io.lettuce.core.RedisFuture;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
+import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.protocol.CommandArgs;
+import io.lettuce.core.protocol.ProtocolKeyword;
+import io.padlock.Driver;
+import io.padlock.Link;
+import io.padlock.LinkException;
+import io.padlock.ReplyException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Lettuce: connections of padlock's own (a Lettuce connection is shared by
+ * every thread that uses it, and a wait would stall them all), made by the
+ * application's {@code RedisClient}, or for a cluster by one client per node
+ * on the cluster client's resources; commands through {@code dispatch}.
+ * Idle connections are kept for reuse.
+ */
+public final class LettuceDriver implements Driver {
+    private final RedisClient standalone;
+    private final RedisClusterClient cluster;
+    private final Map<String, RedisClient> nodes = new ConcurrentHashMap<>();
+    private final Map<String, ConcurrentLinkedDeque<StatefulRedisConnection<String, String>>> idle =
+            new ConcurrentHashMap<>();
+
+    public LettuceDriver(AbstractRedisClient client) {
+        if (client instanceof RedisClient r) {
+            this.standalone = r;
+            this.cluster = null;
+        } else if (client instanceof RedisClusterClient c) {
+            this.standalone = null;
+            this.cluster = c;
+        } else {
+            throw new IllegalArgumentException("padlock needs a Lettuce RedisClient or RedisClusterClient");
+        }
+    }
+
+    @Override
+    public Link open(String key) {
+        try {
+            RedisClient client = standalone;
+            String node = "";
+            if (cluster != null) {
+                RedisClusterNode master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
+                if (master == null) {
+                    cluster.refreshPartitions();
+                    master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
+                }
+                if (master == null) {
+                    throw new LinkException("no node serves the slot of " + key, null);
+                }
+                RedisURI uri = master.getUri();
+                node = uri.getHost() + ":" + uri.getPort();
+                client = nodes.computeIfAbsent(node, n -> RedisClient.create(cluster.getResources(), uri));
+            }
+            ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool =
+                    idle.computeIfAbsent(node, n -> new ConcurrentLinkedDeque<>());
+            StatefulRedisConnection<String, String> c;
+            while ((c = pool.pollFirst()) != null && !c.isOpen()) {
+                c.closeAsync();
+            }
+            if (c == null) {
+                c = client.connect(StringCodec.UTF8);
+                // No reconnect and no replay by Lettuce: a connection that
+                // drops is closed, so that only padlock resends, with its
+                // request-id (and a lease bound to it is not silently kept).
+                ((RedisChannelHandler<?, ?>) c).addListener(new RedisConnectionStateListener() {
+                    @Override
+                    public void onRedisDisconnected(RedisChannelHandler<?, ?> h) {
+                        h.closeAsync();
+                    }
+                });
+            }
+            return new LettuceLink(c, pool);
+        } catch (RedisException e) {
+            throw new LinkException("no connection: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void close() {
+        idle.values().forEach(p -> p.forEach(StatefulRedisConnection::closeAsync));
+        nodes.values().forEach(RedisClient::shutdownAsync);
+    }
+
+    static final class LettuceLink implements Link {
+        private final StatefulRedisConnection<String, String> c;
+        private final ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool;
+
+        LettuceLink(StatefulRedisConnection<String, String> c,
+                ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool) {
+            this.c = c;
+            this.pool = pool;
+        }
+
+        private RedisFuture<Object> dispatch(long timeoutMs, List<String> args) {
+            CommandArgs<String, String> ca = new CommandArgs<>(StringCodec.UTF8);
+            for (int i = 1; i < args.size(); i++) {
+                ca.add(args.get(i));
+            }
+            // Lettuce's own command timeout must never end a wait first.
+            c.setTimeout(timeoutMs <= 0 ? Duration.ofDays(365) : Duration.ofMillis(timeoutMs + 1000));
+            return c.async().dispatch(keyword(args.get(0)), new TreeOutput(), ca);
+        }
+
+        @Override
+        public synchronized Object call(long timeoutMs, List<String> args) {
+            RedisFuture<Object> f = dispatch(timeoutMs, args);
+            try {
+                return timeoutMs <= 0 ? f.get() : f.get(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                discard();
+                throw new LinkException("interrupted", e);
+            } catch (TimeoutException e) {
+                discard();
+                throw new LinkException("no reply within " + timeoutMs + " ms", e);
+            } catch (ExecutionException e) {
+                throw failure(e.getCause());
+            } catch (CancellationException e) {
+                discard();
+                throw new LinkException("the connection closed", e);
+            }
+        }
+
+        @Override
+        public Object callInterruptibly(long timeoutMs, List<String> args, Executor helper)
+                throws InterruptedException {
+            RedisFuture<Object> f;
+            synchronized (this) {
+                f = dispatch(timeoutMs, args);
+            }
+            try {
+                return timeoutMs <= 0 ? f.get() : f.get(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                discard();
+                throw e;
+            } catch (TimeoutException e) {
+                discard();
+                throw new LinkException("no reply within " + timeoutMs + " ms", e);
+            } catch (ExecutionException e) {
+                throw failure(e.getCause());
+            } catch (CancellationException e) {
+                discard();
+                throw new LinkException("the connection closed", e);
+            }
+        }
+
+        private RuntimeException failure(Throwable cause) {
+            if (cause instanceof RedisCommandExecutionException r) {
+                return new ReplyException(r.getMessage());
+            }
+            discard();
+            return new LinkException(String.valueOf(cause), cause);
+        }
+
+        @Override
+        public void close() {
+            if (c.isOpen()) {
+                pool.offerFirst(c);
+            }
+        }
+
+        @Override
+        public void discard() {
+            c.closeAsync();
+        }
+    }
+
+    static ProtocolKeyword keyword(String name) {
+        byte[] raw = name.getBytes(StandardCharsets.UTF_8);
+        return new ProtocolKeyword() {
+            @Override
+            public byte[] getBytes() {
+                return raw;
+            }
+
+            @Override
+            public String toString() {
+                return name;
+            }
+        };
+    }
+}

@@ -1,0 +1,137 @@
+package io.padlock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.FieldSource;
+
+/** Read-write locks and semaphores, through Jedis and Lettuce. */
+class KindsTest {
+    static Servers srv;
+    Clients clients;
+    static final List<String> drivers = Clients.DRIVERS;
+
+    @BeforeAll
+    static void start() throws Exception {
+        srv = Servers.standalone();
+    }
+
+    @AfterAll
+    static void stop() {
+        srv.close();
+    }
+
+    @BeforeEach
+    void open() {
+        clients = new Clients();
+        srv.raw("FLUSHALL");
+    }
+
+    @AfterEach
+    void close() {
+        clients.close();
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void readersShareWritersAreAloneAndAReaderMayUpgrade(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        PadlockReadWriteLock mine = p.getReadWriteLock("doc");
+        PadlockReadWriteLock other = p.getReadWriteLock("doc").withHolder("other");
+        assertTrue(mine.readLock().tryLock());
+        assertTrue(other.readLock().tryLock(), "readers share");
+        assertFalse(mine.writeLock().tryLock(), "no upgrade while another reads");
+        other.readLock().unlock();
+        assertTrue(mine.writeLock().tryLock(1, TimeUnit.SECONDS), "the only reader upgrades");
+        assertEquals(1, mine.getReadHoldCount());
+        assertEquals(1, mine.getWriteHoldCount());
+        assertTrue(mine.isWriteLockedByCurrentThread());
+        assertFalse(other.readLock().tryLock(), "a writer is alone");
+        long fence = mine.fence();
+        // downgrade: release the write hold, keep reading
+        mine.writeLock().unlock();
+        assertEquals(fence, mine.fence());
+        assertTrue(other.readLock().tryLock());
+        other.readLock().unlock();
+        assertThrows(IllegalMonitorStateException.class, mine.writeLock()::unlock);
+        mine.readLock().unlock();
+        assertEquals(null, srv.raw("RWLOCK.INFO", "doc"));
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aWriterWaitsForReadersInOrder(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        PadlockReadWriteLock reader = p.getReadWriteLock("queue").withHolder("reader");
+        reader.readLock().lock();
+        CompletableFuture<Boolean> writer = CompletableFuture.supplyAsync(() -> {
+            try {
+                PadlockReadWriteLock w = p.getReadWriteLock("queue").withHolder("writer");
+                boolean ok = w.writeLock().tryLock(5, TimeUnit.SECONDS);
+                w.writeLock().unlock();
+                return ok;
+            } catch (InterruptedException e) {
+                return false;
+            }
+        });
+        Thread.sleep(200);
+        assertFalse(p.getReadWriteLock("queue").withHolder("late").readLock().tryLock(),
+                "a reader arriving after a queued writer does not overtake it");
+        reader.readLock().unlock();
+        assertTrue(writer.get(5, TimeUnit.SECONDS));
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void semaphorePermits(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        PadlockSemaphore sem = p.getSemaphore("pool", 3);
+        assertEquals(3, sem.availablePermits());
+        sem.acquire(2);
+        assertEquals(2, sem.heldPermits());
+        assertEquals(1, sem.availablePermits());
+        PadlockSemaphore other = p.getSemaphore("pool", 3).withHolder("other");
+        assertFalse(other.tryAcquire(2), "not enough free");
+        assertTrue(other.tryAcquire(1));
+        assertFalse(other.tryAcquire(1, 200, TimeUnit.MILLISECONDS));
+        // any thread of the process gives back the process's permits
+        CompletableFuture.runAsync(() -> sem.release(1)).get();
+        assertEquals(1, sem.heldPermits());
+        assertTrue(other.tryAcquire(1, 1, TimeUnit.SECONDS));
+        assertThrows(IllegalMonitorStateException.class, () -> sem.release(2));
+        assertThrows(IllegalArgumentException.class, () -> sem.tryAcquire(4));
+        sem.release(1);
+        other.release(2);
+        assertEquals(null, srv.raw("SEM.INFO", "pool"));
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aSemaphoreWaiterIsServedWhenPermitsReturn(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        PadlockSemaphore a = p.getSemaphore("slots", 2).withHolder("a");
+        a.acquire(2);
+        CompletableFuture<Integer> b = CompletableFuture.supplyAsync(() -> {
+            PadlockSemaphore s = p.getSemaphore("slots", 2).withHolder("b");
+            s.acquireUninterruptibly(1);
+            int held = s.heldPermits();
+            s.release(1);
+            return held;
+        });
+        Thread.sleep(200);
+        assertFalse(b.isDone());
+        a.release(1);
+        assertEquals(1, b.get(5, TimeUnit.SECONDS));
+        a.release(1);
+    }
+}

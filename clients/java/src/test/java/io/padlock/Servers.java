@@ -1,0 +1,159 @@
+package io.padlock;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.Connection;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.Protocol;
+import redis.clients.jedis.exceptions.JedisConnectionException;
+
+/**
+ * Real servers with the module, on free loopback ports, for the tests: one
+ * standalone, or three masters of a cluster. {@code PADLOCK_SO} names the
+ * module, {@code PADLOCK_SERVER} the server binary (default redis-server).
+ */
+final class Servers implements AutoCloseable {
+    static final String SO = System.getenv().getOrDefault("PADLOCK_SO",
+            Path.of("../../target/release/libpadlock.so").toAbsolutePath().normalize().toString());
+    static final String BINARY = System.getenv().getOrDefault("PADLOCK_SERVER", "redis-server");
+
+    final List<Integer> ports = new ArrayList<>();
+    private final List<Process> procs = new ArrayList<>();
+    private final List<Path> dirs = new ArrayList<>();
+
+    static Servers standalone() throws Exception {
+        Servers s = new Servers();
+        s.start(List.of());
+        return s;
+    }
+
+    /** Three masters, slots split evenly, all agreeing the cluster is ok. */
+    static Servers cluster() throws Exception {
+        Servers s = new Servers();
+        for (int i = 0; i < 3; i++) {
+            s.start(List.of("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "5000"));
+        }
+        int[][] ranges = {{0, 5460}, {5461, 10922}, {10923, 16383}};
+        for (int i = 0; i < 3; i++) {
+            s.cmd(i, "CLUSTER", "ADDSLOTSRANGE", "" + ranges[i][0], "" + ranges[i][1]);
+        }
+        for (int i = 1; i < 3; i++) {
+            s.cmd(0, "CLUSTER", "MEET", "127.0.0.1", "" + s.ports.get(i));
+        }
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            boolean ok = true;
+            for (int i = 0; i < 3; i++) {
+                ok &= s.cmd(i, "CLUSTER", "INFO").contains("cluster_state:ok");
+                ok &= s.cmd(i, "CLUSTER", "NODES").lines().filter(l -> l.contains("master")).count() == 3;
+            }
+            if (ok) {
+                return s;
+            }
+            if (System.nanoTime() > until) {
+                s.close();
+                throw new IllegalStateException("cluster did not become ok");
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    int port() {
+        return ports.get(0);
+    }
+
+    private void start(List<String> extra) throws Exception {
+        int port;
+        try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            port = probe.getLocalPort();
+        }
+        Path dir = Files.createTempDirectory("padlock-java-");
+        List<String> argv = new ArrayList<>(List.of(BINARY, "--port", "" + port, "--bind", "127.0.0.1",
+                "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", SO));
+        argv.addAll(extra);
+        Process p = new ProcessBuilder(argv).redirectErrorStream(true)
+                .redirectOutput(dir.resolve("server.log").toFile()).start();
+        procs.add(p);
+        dirs.add(dir);
+        ports.add(port);
+        for (int i = 0; i < 500; i++) {
+            try {
+                if (cmd(ports.size() - 1, "PING").equals("PONG")) {
+                    return;
+                }
+            } catch (IOException e) {
+                Thread.sleep(20);
+            }
+        }
+        throw new IllegalStateException("server did not start: " + Files.readString(dir.resolve("server.log")));
+    }
+
+    /** One command on a fresh connection, the reply as text (nil: "(nil)", arrays joined by spaces). */
+    String cmd(int node, String... args) throws IOException {
+        try (Connection c = new Connection(new HostAndPort("127.0.0.1", ports.get(node)))) {
+            CommandArguments ca = new CommandArguments(Protocol.Command.valueOf(args[0].toUpperCase()));
+            for (int i = 1; i < args.length; i++) {
+                ca.add(args[i]);
+            }
+            return text(c.executeCommand(ca));
+        } catch (JedisConnectionException e) {
+            throw new IOException(e);
+        }
+    }
+
+    /** Any command (module ones too) on node 0. */
+    Object raw(String... args) {
+        try (Connection c = new Connection(new HostAndPort("127.0.0.1", ports.get(0)))) {
+            CommandArguments ca = new CommandArguments(io.padlock.driver.Commands.named(args[0]));
+            for (int i = 1; i < args.length; i++) {
+                ca.add(args[i]);
+            }
+            return c.executeCommand(ca);
+        }
+    }
+
+    static String text(Object o) {
+        if (o == null) {
+            return "(nil)";
+        }
+        if (o instanceof byte[] b) {
+            return new String(b, StandardCharsets.UTF_8);
+        }
+        if (o instanceof List<?> l) {
+            List<String> parts = new ArrayList<>();
+            l.forEach(x -> parts.add(text(x)));
+            return String.join(" ", parts);
+        }
+        return String.valueOf(o);
+    }
+
+    @Override
+    public void close() {
+        for (Process p : procs) {
+            p.destroyForcibly();
+        }
+        for (Process p : procs) {
+            try {
+                p.waitFor(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        for (Path d : dirs) {
+            try (var walk = Files.walk(d)) {
+                walk.sorted((a, b) -> b.compareTo(a)).forEach(f -> f.toFile().delete());
+            } catch (IOException e) {
+                // best effort
+            }
+        }
+    }
+}
