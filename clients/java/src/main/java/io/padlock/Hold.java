@@ -105,7 +105,7 @@ final class Hold {
      * puts back in the queue. {@code make} builds the command from the ms
      * left ({@code 0}: no end).
      */
-    static Object await(Padlock pad, Kind kind, LongFunction<List<String>> make, long deadline, boolean forever,
+    static Waited await(Padlock pad, Kind kind, LongFunction<List<String>> make, long deadline, boolean forever,
             boolean interruptibly) throws InterruptedException {
         String id = pad.nextId();
         int attempt = 0;
@@ -117,10 +117,14 @@ final class Hold {
             Link wait = pad.driver.open(kind.route());
             // The reply may take the whole BLOCK and then some: no timeout shorter.
             long limit = forever ? 0 : leftMs + 5000;
+            long sentAt = System.nanoTime();
             try {
                 Object r = interruptibly ? wait.callInterruptibly(limit, args, pad.helper) : wait.call(limit, args);
-                wait.close();
-                return r;
+                if (r == null) {
+                    wait.close();
+                    return new Waited(null, null, sentAt, attempt > 0);
+                }
+                return new Waited(r, wait, sentAt, attempt > 0);
             } catch (LinkException e) {
                 wait.discard();
                 if (!forever && !Padlock.pause(attempt++, deadline)) {
@@ -140,6 +144,36 @@ final class Hold {
             } catch (InterruptedException | RuntimeException e) {
                 wait.discard();
                 throw e;
+            }
+        }
+    }
+
+    /**
+     * What a wait got: the reply, and for a grant the connection it came on
+     * (a {@code KEEP} grant is bound to it, unless it came on a resend,
+     * which binds nothing).
+     */
+    record Waited(Object reply, Link link, long sentAt, boolean resent) {}
+
+    /**
+     * A grant that came on a wait's own connection (caller holds io): that
+     * connection becomes the hold's, its lease bound there already; a hold
+     * that has a connection binds the lease to it instead. After a wait
+     * longer than half the ttl, the lease left is asked for again.
+     */
+    void adopt(Waited w) {
+        granted(w.sentAt());
+        if (link == null && !w.resent()) {
+            link = w.link();
+            if (System.nanoTime() - (w.sentAt() + TimeUnit.MILLISECONDS.toNanos(ttlMs / 2)) < 0) {
+                return;
+            }
+            bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
+        } else {
+            try {
+                bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
+            } finally {
+                w.link().close();
             }
         }
     }

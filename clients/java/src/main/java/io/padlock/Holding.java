@@ -97,18 +97,19 @@ abstract class Holding {
         if (waitMs == 0) {
             return false;
         }
-        Object r;
+        Hold.Waited w;
         try {
-            r = Hold.await(pad, kind, left -> {
+            w = Hold.await(pad, kind, left -> {
                 List<String> a = new ArrayList<>(acquireArgs(holder, units));
                 a.add("BLOCK");
                 a.add(Long.toString(left));
+                a.add("KEEP");
                 return a;
             }, deadline, forever, interruptibly);
         } catch (ReplyException e) {
             throw Holding.translate(e);
         }
-        if (r == null) {
+        if (w.reply() == null) {
             return false;
         }
         while (true) {
@@ -120,11 +121,10 @@ abstract class Holding {
                     continue;
                 }
                 h.ttlMs = ttlMs;
-                took(h, r, units);
+                took(h, w.reply(), units);
                 h.listen(onLost);
-                h.granted(System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(ttlMs));
                 try {
-                    h.bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
+                    h.adopt(w);
                 } catch (RuntimeException e) {
                     h.lose("the lease of " + holder + " on " + kind.route() + " ran out right after its wait");
                     throw new LockLostException("granted, but lost before its lease could be kept: " + e.getMessage());

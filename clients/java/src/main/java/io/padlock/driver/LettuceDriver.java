@@ -23,6 +23,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
@@ -44,6 +45,8 @@ public final class LettuceDriver implements Driver {
     private final Map<String, RedisClient> nodes = new ConcurrentHashMap<>();
     private final Map<String, ConcurrentLinkedDeque<StatefulRedisConnection<String, String>>> idle =
             new ConcurrentHashMap<>();
+    /** Connections padlock closes itself: their disconnect needs no second close. */
+    private final Set<Object> closing = ConcurrentHashMap.newKeySet();
 
     public LettuceDriver(AbstractRedisClient client) {
         if (client instanceof RedisClient r) {
@@ -89,11 +92,13 @@ public final class LettuceDriver implements Driver {
                 ((RedisChannelHandler<?, ?>) c).addListener(new RedisConnectionStateListener() {
                     @Override
                     public void onRedisDisconnected(RedisChannelHandler<?, ?> h) {
-                        h.closeAsync();
+                        if (!closing.remove(h)) {
+                            h.closeAsync();
+                        }
                     }
                 });
             }
-            return new LettuceLink(c, pool);
+            return new LettuceLink(c, pool, closing);
         } catch (RedisException e) {
             throw new LinkException("no connection: " + e.getMessage(), e);
         }
@@ -101,18 +106,23 @@ public final class LettuceDriver implements Driver {
 
     @Override
     public void close() {
-        idle.values().forEach(p -> p.forEach(StatefulRedisConnection::closeAsync));
+        idle.values().forEach(p -> p.forEach(c -> {
+            closing.add(c);
+            c.closeAsync();
+        }));
         nodes.values().forEach(RedisClient::shutdownAsync);
     }
 
     static final class LettuceLink implements Link {
         private final StatefulRedisConnection<String, String> c;
         private final ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool;
+        private final Set<Object> closing;
 
         LettuceLink(StatefulRedisConnection<String, String> c,
-                ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool) {
+                ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool, Set<Object> closing) {
             this.c = c;
             this.pool = pool;
+            this.closing = closing;
         }
 
         private RedisFuture<Object> dispatch(long timeoutMs, List<String> args) {
@@ -120,9 +130,14 @@ public final class LettuceDriver implements Driver {
             for (int i = 1; i < args.size(); i++) {
                 ca.add(args.get(i));
             }
-            // Lettuce's own command timeout must never end a wait first.
-            c.setTimeout(timeoutMs <= 0 ? Duration.ofDays(365) : Duration.ofMillis(timeoutMs + 1000));
-            return c.async().dispatch(keyword(args.get(0)), new TreeOutput(), ca);
+            try {
+                // Lettuce's own command timeout must never end a wait first.
+                c.setTimeout(timeoutMs <= 0 ? Duration.ofDays(365) : Duration.ofMillis(timeoutMs + 1000));
+                return c.async().dispatch(keyword(args.get(0)), new TreeOutput(), ca);
+            } catch (RedisException e) {
+                discard();
+                throw new LinkException("the connection is closed: " + e.getMessage(), e);
+            }
         }
 
         @Override
@@ -185,7 +200,9 @@ public final class LettuceDriver implements Driver {
 
         @Override
         public void discard() {
-            c.closeAsync();
+            if (c.isOpen() && closing.add(c)) {
+                c.closeAsync();
+            }
         }
     }
 
