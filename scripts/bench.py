@@ -293,6 +293,17 @@ def saved():
     return {(label, aof): (ins, rps) for label, aof, ins, rps in data["per_command"]}, data["contended"]
 
 
+def java_vs_redisson():
+    """clients/java's benchmark (scripts/java-bench.sh): padlock's Java client
+    and Redisson in one JVM on one server; its Markdown tables as printed."""
+    out = subprocess.run([str(ROOT / "scripts/java-bench.sh")], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    lines = [ln for ln in out.splitlines() if ln.startswith(("|", "###")) or not ln.strip()]
+    body = "\n".join(lines).strip().replace("### ", "**Java client vs Redisson — ", 1)
+    body = body.replace("\n### ", "\n**Java client vs Redisson — ")
+    return "\n".join(ln + "**" if ln.startswith("**Java") else ln for ln in body.splitlines())
+
+
 def main():
     if sys.argv[1:] == ["--chart"]:
         # Draws the chart again from the last run's figures.
@@ -310,7 +321,10 @@ def main():
     import hotkey
     hot = hotkey.table([1000, 5000, 9000])
 
-    table = tables(pc, cont) + "\n\n" + hot
+    print("==> the Java client against Redisson", flush=True)
+    java = java_vs_redisson()
+
+    table = tables(pc, cont) + "\n\n" + hot + "\n\n" + java
     more = [
         "", "**Bytes per key** (100,000 keys, used_memory):", "",
         "| " + " | ".join(mem) + " |", "|" + " --- |" * len(mem),

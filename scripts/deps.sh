@@ -76,6 +76,7 @@ if [ "${1:-}" = "--bench" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq valgrind >/dev/null
   fi
   "$0" --python
+  "$0" --java
   if [ ! -f .venv/.bench-installed ] || [ scripts/bench-requirements.txt -nt .venv/.bench-installed ]; then
     echo "==> installing the benchmark's Python packages into .venv"
     .venv/bin/pip install -q --disable-pip-version-check -r scripts/bench-requirements.txt
