@@ -62,37 +62,32 @@ abstract class Holding {
         long deadline = forever ? Long.MAX_VALUE : start + TimeUnit.MILLISECONDS.toNanos(waitMs);
         List<String> now = new ArrayList<>(acquireArgs(holder, units));
         now.add("KEEP");
-        while (true) {
-            Hold h = pad.hold(kind, holder, ttlMs);
-            h.io.lock();
+        Hold first = locked(holder);
+        try {
+            long sent = System.nanoTime();
+            Object r;
             try {
-                if (h.ended) {
-                    pad.forget(h);
-                    continue;
+                r = first.send(now, sent + TimeUnit.MILLISECONDS.toNanos(Math.min(ttlMs, 5000)));
+            } catch (ReplyException e) {
+                if (!"TRYAGAIN".equals(e.code())) {
+                    giveBackIfIdle(first);
+                    throw Holding.translate(e);
                 }
-                long sent = System.nanoTime();
-                Object r;
-                try {
-                    r = h.send(now, sent + TimeUnit.MILLISECONDS.toNanos(Math.min(ttlMs, 5000)));
-                } catch (ReplyException e) {
-                    if (!"TRYAGAIN".equals(e.code())) {
-                        giveBackIfIdle(h);
-                        throw Holding.translate(e);
-                    }
-                    r = null; // a restart grace: a wait is served once it ends
-                }
-                if (r != null) {
-                    h.ttlMs = ttlMs;
-                    took(h, r, units);
-                    h.listen(onLost);
-                    h.granted(sent);
-                    return true;
-                }
-                giveBackIfIdle(h);
-            } finally {
-                h.io.unlock();
+                r = null; // a restart grace: a wait is served once it ends
+            } catch (RuntimeException e) {
+                giveBackIfIdle(first);
+                throw e;
             }
-            break;
+            if (r != null) {
+                first.ttlMs = ttlMs;
+                took(first, r, units);
+                first.listen(onLost);
+                first.granted(sent);
+                return true;
+            }
+            giveBackIfIdle(first);
+        } finally {
+            first.io.unlock();
         }
         if (waitMs == 0) {
             return false;
@@ -112,27 +107,33 @@ abstract class Holding {
         if (w.reply() == null) {
             return false;
         }
+        Hold h = locked(holder);
+        try {
+            h.ttlMs = ttlMs;
+            took(h, w.reply(), units);
+            h.listen(onLost);
+            try {
+                h.adopt(w);
+            } catch (RuntimeException e) {
+                h.lose("the lease of " + holder + " on " + kind.route() + " ran out right after its wait");
+                throw new LockLostException("granted, but lost before its lease could be kept: " + e.getMessage());
+            }
+            return true;
+        } finally {
+            h.io.unlock();
+        }
+    }
+
+    /** The holder's live hold, locked (the caller unlocks its io). */
+    private Hold locked(String holder) {
         while (true) {
             Hold h = pad.hold(kind, holder, ttlMs);
             h.io.lock();
-            try {
-                if (h.ended) {
-                    pad.forget(h);
-                    continue;
-                }
-                h.ttlMs = ttlMs;
-                took(h, w.reply(), units);
-                h.listen(onLost);
-                try {
-                    h.adopt(w);
-                } catch (RuntimeException e) {
-                    h.lose("the lease of " + holder + " on " + kind.route() + " ran out right after its wait");
-                    throw new LockLostException("granted, but lost before its lease could be kept: " + e.getMessage());
-                }
-                return true;
-            } finally {
-                h.io.unlock();
+            if (!h.ended) {
+                return h;
             }
+            h.io.unlock();
+            pad.forget(h);
         }
     }
 

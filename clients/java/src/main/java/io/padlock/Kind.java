@@ -74,59 +74,54 @@ abstract class Kind {
         }
     }
 
-    /** Semaphores: {@code units} is the permits held (re-created with them during a restart grace). */
-    static final class SemKind extends Kind {
-        SemKind(String key) {
+    /**
+     * Semaphores and read-write locks: a lease per holder, shown in
+     * {@code holders} as an array whose {@code ttlAt}th entry is the lease
+     * left. For semaphores {@code units} is the permits held (re-created
+     * with them during a restart grace).
+     */
+    static final class LeasedKind extends Kind {
+        private final String family;
+        private final int ttlAt;
+
+        private LeasedKind(String family, String key, int ttlAt) {
             super(List.of(key));
+            this.family = family;
+            this.ttlAt = ttlAt;
+        }
+
+        static LeasedKind semaphore(String key) {
+            return new LeasedKind("SEM", key, 1);
+        }
+
+        static LeasedKind readWrite(String key) {
+            return new LeasedKind("RWLOCK", key, 3);
         }
 
         @Override
         String name() {
-            return "sem\0" + route();
+            return family + "\0" + route();
         }
 
         @Override
         List<List<String>> extend(String holder, long ttlMs, long units) {
-            return List.of(List.of("SEM.EXTEND", route(), holder, Long.toString(ttlMs),
-                    "PERMITS", Long.toString(Math.max(1, units)), "KEEP"));
+            List<String> cmd = new ArrayList<>(List.of(family + ".EXTEND", route(), holder, Long.toString(ttlMs)));
+            if (family.equals("SEM")) {
+                cmd.addAll(List.of("PERMITS", Long.toString(Math.max(1, units))));
+            }
+            cmd.add("KEEP");
+            return List.of(cmd);
         }
 
         @Override
         String infoCommand() {
-            return "SEM.INFO";
+            return family + ".INFO";
         }
 
         @Override
         long leaseLeft(Map<String, Object> info, String holder) {
             Object mine = Replies.asMap(info.get("holders")).get(holder);
-            return mine == null ? -1 : Replies.asLong(Replies.asList(mine).get(1));
-        }
-    }
-
-    static final class RwKind extends Kind {
-        RwKind(String key) {
-            super(List.of(key));
-        }
-
-        @Override
-        String name() {
-            return "rwlock\0" + route();
-        }
-
-        @Override
-        List<List<String>> extend(String holder, long ttlMs, long units) {
-            return List.of(List.of("RWLOCK.EXTEND", route(), holder, Long.toString(ttlMs), "KEEP"));
-        }
-
-        @Override
-        String infoCommand() {
-            return "RWLOCK.INFO";
-        }
-
-        @Override
-        long leaseLeft(Map<String, Object> info, String holder) {
-            Object mine = Replies.asMap(info.get("holders")).get(holder);
-            return mine == null ? -1 : Replies.asLong(Replies.asList(mine).get(3));
+            return mine == null ? -1 : Replies.asLong(Replies.asList(mine).get(ttlAt));
         }
     }
 }

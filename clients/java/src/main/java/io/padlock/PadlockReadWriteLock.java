@@ -74,7 +74,7 @@ public final class PadlockReadWriteLock implements ReadWriteLock {
         private final String mode;
 
         Mode(PadlockReadWriteLock rw, String mode) {
-            super(rw.pad, new Kind.RwKind(rw.key), rw.holder, rw.ttlMs);
+            super(rw.pad, Kind.LeasedKind.readWrite(rw.key), rw.holder, rw.ttlMs);
             this.rw = rw;
             this.mode = mode;
         }

@@ -16,7 +16,7 @@ public final class PadlockSemaphore extends Holding {
     private final int limit;
 
     PadlockSemaphore(Padlock pad, String key, int limit, String holder, long ttlMs) {
-        super(pad, new Kind.SemKind(key), holder != null ? holder : pad.id(), ttlMs);
+        super(pad, Kind.LeasedKind.semaphore(key), holder != null ? holder : pad.id(), ttlMs);
         if (limit < 1) {
             throw new IllegalArgumentException("limit must be at least 1");
         }

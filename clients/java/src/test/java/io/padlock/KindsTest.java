@@ -8,39 +8,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 
 /** Read-write locks and semaphores, through Jedis and Lettuce. */
-class KindsTest {
-    static Servers srv;
-    Clients clients;
-    static final List<String> drivers = Clients.DRIVERS;
-
-    @BeforeAll
-    static void start() throws Exception {
-        srv = Servers.standalone();
-    }
-
-    @AfterAll
-    static void stop() {
-        srv.close();
-    }
-
-    @BeforeEach
-    void open() {
-        clients = new Clients();
-        srv.raw("FLUSHALL");
-    }
-
-    @AfterEach
-    void close() {
-        clients.close();
-    }
+class KindsTest extends OnServer {
 
     @ParameterizedTest
     @FieldSource("drivers")

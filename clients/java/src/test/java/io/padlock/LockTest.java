@@ -15,40 +15,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.Lock;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 
 /** Locks on a real server, through Jedis and through Lettuce. */
-class LockTest {
-    static Servers srv;
-    Clients clients;
-
-    @BeforeAll
-    static void start() throws Exception {
-        srv = Servers.standalone();
-    }
-
-    @AfterAll
-    static void stop() {
-        srv.close();
-    }
-
-    @BeforeEach
-    void open() throws Exception {
-        clients = new Clients();
-        srv.raw("FLUSHALL");
-    }
-
-    @AfterEach
-    void close() throws Exception {
-        clients.close();
-    }
-
-    static final List<String> drivers = Clients.DRIVERS;
+class LockTest extends OnServer {
 
     Padlock pad(String driver) {
         return clients.standalone(driver, srv.port());

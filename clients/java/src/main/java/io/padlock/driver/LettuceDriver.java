@@ -141,28 +141,23 @@ public final class LettuceDriver implements Driver {
         }
 
         @Override
-        public synchronized Object call(long timeoutMs, List<String> args) {
-            RedisFuture<Object> f = dispatch(timeoutMs, args);
+        public Object call(long timeoutMs, List<String> args) {
             try {
-                return timeoutMs <= 0 ? f.get() : f.get(timeoutMs, TimeUnit.MILLISECONDS);
+                return reply(timeoutMs, args);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                discard();
                 throw new LinkException("interrupted", e);
-            } catch (TimeoutException e) {
-                discard();
-                throw new LinkException("no reply within " + timeoutMs + " ms", e);
-            } catch (ExecutionException e) {
-                throw failure(e.getCause());
-            } catch (CancellationException e) {
-                discard();
-                throw new LinkException("the connection closed", e);
             }
         }
 
         @Override
         public Object callInterruptibly(long timeoutMs, List<String> args, Executor helper)
                 throws InterruptedException {
+            return reply(timeoutMs, args);
+        }
+
+        /** Sends and waits; an interrupt or a timeout closes the connection (the server drops a wait on it). */
+        private Object reply(long timeoutMs, List<String> args) throws InterruptedException {
             RedisFuture<Object> f;
             synchronized (this) {
                 f = dispatch(timeoutMs, args);
