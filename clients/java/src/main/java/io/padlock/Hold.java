@@ -127,25 +127,28 @@ final class Hold {
                 return new Waited(r, wait, sentAt, attempt > 0);
             } catch (LinkException e) {
                 wait.discard();
-                if (!forever && !Padlock.pause(attempt++, deadline)) {
+                if (!again(attempt++, deadline, forever)) {
                     throw e;
-                }
-                if (forever) {
-                    Padlock.pause(attempt++, System.nanoTime() + TimeUnit.SECONDS.toNanos(1));
                 }
             } catch (ReplyException e) {
                 wait.close();
-                if (!"TRYAGAIN".equals(e.code()) || (!forever && !Padlock.pause(attempt++, deadline))) {
+                if (!"TRYAGAIN".equals(e.code()) || !again(attempt++, deadline, forever)) {
                     throw e;
-                }
-                if (forever) {
-                    Padlock.pause(attempt++, System.nanoTime() + TimeUnit.SECONDS.toNanos(1));
                 }
             } catch (InterruptedException | RuntimeException e) {
                 wait.discard();
                 throw e;
             }
         }
+    }
+
+    /** Pauses before a wait is asked again; false when its time is up (a wait without end never is). */
+    private static boolean again(int attempt, long deadline, boolean forever) {
+        if (forever) {
+            Padlock.pause(attempt, System.nanoTime() + TimeUnit.SECONDS.toNanos(1));
+            return true;
+        }
+        return Padlock.pause(attempt, deadline);
     }
 
     /**
@@ -292,10 +295,5 @@ final class Hold {
         if (forget) {
             pad.forget(this);
         }
-    }
-
-    /** Milliseconds from now until {@code deadline}. */
-    static long msLeft(long deadline) {
-        return TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
     }
 }
