@@ -25,6 +25,7 @@ run: build
 
 test: build
 	@scripts/deps.sh --python
+	@scripts/deps.sh --observe
 	python3 scripts/check-structure.py
 	cargo test --release --workspace --lib
 	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test smoke

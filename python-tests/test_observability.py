@@ -111,8 +111,14 @@ def test_metrics_script_for_redis_exporter(r):
     import pathlib
     script = (pathlib.Path(__file__).resolve().parent.parent / "deploy" / "padlock-metrics.lua").read_text()
     r.execute_command("LOCK.ACQUIRE", "k", "h", 5000)
+    r.execute_command("LOCK.ACQUIRE", "done", "h", 5000)
+    r.execute_command("LOCK.RELEASE", "done", "h")
     flat = r.eval(script, 0, 0)
-    got = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+    got = {flat[i].decode(): float(flat[i + 1]) for i in range(0, len(flat), 2)}
     info = {k: v for k, v in r.info("padlock").items()}
-    assert set(got) == set(info)
+    lines = {k for k in info if "_percentiles_usec_" in k}
+    assert len(lines) == 6
+    want = (set(info) - lines) | {f"{k}_{q}" for k in lines for q in ("p50", "p99", "p99_9")}
+    assert set(got) == want
     assert got["padlock_locks"] == 1 and got["padlock_acquired"] == info["padlock_acquired"]
+    assert got["padlock_hold_percentiles_usec_lock_p50"] >= 1, "one hold ended"

@@ -49,6 +49,23 @@ if [ "${1:-}" = "--java" ]; then
   fi
 fi
 
+if [ "${1:-}" = "--observe" ]; then
+  # The observability tests: Debian's prometheus-redis-exporter (scraped on
+  # loopback), Graphviz's dot (`python -m padlock graph`) and tmux (`top`
+  # as a person sees it).
+  need=()
+  command -v prometheus-redis-exporter >/dev/null 2>&1 || need+=(prometheus-redis-exporter)
+  command -v dot >/dev/null 2>&1 || need+=(graphviz)
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
+  if [ "${#need[@]}" -gt 0 ]; then
+    echo "==> installing ${need[*]}"
+    $SUDO apt-get update -qq
+    # The exporter's package starts no server here (no systemd in CI
+    # containers); where it does, it listens on :9121, which tests never use.
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
 if [ "${1:-}" = "--python" ]; then
   req=python-tests/requirements.txt
   stamp=.venv/.installed

@@ -19,6 +19,7 @@ pub mod queue;
 pub mod rwlock;
 pub mod semaphore;
 pub mod settings;
+pub mod since;
 pub mod stored;
 pub mod syntax;
 pub mod waiters;

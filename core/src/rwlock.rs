@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use super::error::Error;
 use super::fence::FenceCounter;
 use super::leases::{self, Leases};
+use super::since::Since;
 
 /// Most holds of one mode per holder.
 pub const MAX_HOLDS: u64 = super::bounds::MAX_COUNT;
@@ -35,6 +36,9 @@ pub struct Entry {
     pub writes: u64,
     pub fence: u64,
     pub deadline_ms: i64,
+    /// When this holder's hold began (unix ms, this server's clock), for
+    /// the hold percentiles; 0 where unknown. Not stored or replicated.
+    pub since: Since,
 }
 
 impl leases::Leased for Entry {
@@ -58,6 +62,9 @@ pub struct Effect<'h> {
     pub writes: u64,
     pub fence: u64,
     pub deadline_ms: i64,
+    /// As `Entry::since`: the rules carry a holder's over (`..e`);
+    /// unknown from the replication stream.
+    pub since: Since,
 }
 
 impl<'h> Effect<'h> {
@@ -68,6 +75,7 @@ impl<'h> Effect<'h> {
             writes: e.writes,
             fence: e.fence,
             deadline_ms: e.deadline_ms,
+            since: e.since,
         }
     }
 
@@ -77,6 +85,7 @@ impl<'h> Effect<'h> {
             writes: self.writes,
             fence: self.fence,
             deadline_ms: self.deadline_ms,
+            since: self.since,
         }
     }
 }
@@ -127,16 +136,18 @@ impl RwLock {
     }
 
     /// Applies an effect decided here or received from the master.
-    pub fn apply(&mut self, e: &Effect) {
+    /// Returns the holder's entry when the effect ended its hold.
+    pub fn apply(&mut self, e: &Effect) -> Option<Entry> {
         let h: &[u8] = &e.holder;
         let holds = e.reads > 0 || e.writes > 0;
-        self.holders.set(h, holds.then(|| e.entry()));
+        let old = self.holders.set(h, holds.then(|| e.entry()));
         if self.writer.as_deref() == Some(h) {
             self.writer = None;
         }
         if e.writes > 0 {
             self.writer = Some(h.into());
         }
+        old.filter(|_| !holds)
     }
 
     /// Holders whose lease ended by `now_ms`, as effects that remove them.
@@ -150,6 +161,7 @@ impl RwLock {
                 writes: 0,
                 fence: 0,
                 deadline_ms: 0,
+                since: Since::UNKNOWN,
             })
             .collect()
     }
@@ -192,6 +204,7 @@ impl RwLock {
                 writes: u64::from(mode == Mode::Write),
                 fence: fences.next(now_ms)?,
                 deadline_ms,
+                since: Since::at(now_ms),
             },
         };
         let grant = Grant {

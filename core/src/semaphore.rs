@@ -13,12 +13,16 @@
 
 use super::error::Error;
 use super::leases::{self, Leases};
+use super::since::Since;
 use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub permits: u64,
     pub deadline_ms: i64,
+    /// When this holder's hold began (unix ms, this server's clock), for
+    /// the hold percentiles; 0 where unknown. Not stored or replicated.
+    pub since: Since,
 }
 
 impl leases::Leased for Entry {
@@ -49,6 +53,9 @@ pub struct Effect<'h> {
     pub deadline_ms: i64,
     /// Sets the re-created mark (None leaves it).
     pub recreated: Option<bool>,
+    /// When the holder's hold began, as the rules carry it over (now for
+    /// a holder new to the key); 0 from the replication stream (unknown).
+    pub since: Since,
 }
 
 impl<'h> Effect<'h> {
@@ -60,6 +67,7 @@ impl<'h> Effect<'h> {
             permits,
             deadline_ms,
             recreated: None,
+            since: Since::UNKNOWN,
         }
     }
 }
@@ -123,23 +131,34 @@ impl Semaphore {
     }
 
     /// Applies an effect decided here or received from the master.
-    pub fn apply(&mut self, e: &Effect) {
+    /// Returns the holder's entry when the effect ended its hold.
+    pub fn apply(&mut self, e: &Effect) -> Option<Entry> {
         self.limit = e.limit;
-        self.set_holder(&e.holder, e.permits, e.deadline_ms);
+        let ended = self.set_holder(&e.holder, e.permits, e.deadline_ms, e.since);
         if let Some(r) = e.recreated {
             self.recreated = r;
         }
+        ended
     }
 
-    pub(crate) fn set_holder(&mut self, holder: &[u8], permits: u64, deadline_ms: i64) {
+    pub(crate) fn set_holder(
+        &mut self,
+        holder: &[u8],
+        permits: u64,
+        deadline_ms: i64,
+        since: Since,
+    ) -> Option<Entry> {
         let entry = (permits > 0).then_some(Entry {
             permits,
             deadline_ms,
+            since,
         });
-        if let Some(old) = self.holders.set(holder, entry) {
+        let old = self.holders.set(holder, entry);
+        if let Some(old) = old {
             self.used -= old.permits;
         }
         self.used += permits;
+        old.filter(|_| permits == 0)
     }
 
     /// Holders whose lease ended by `now_ms`, as effects that remove them.
@@ -153,6 +172,7 @@ impl Semaphore {
                 permits: 0,
                 deadline_ms: 0,
                 recreated: None,
+                since: Since::UNKNOWN,
             })
             .collect()
     }
@@ -173,9 +193,13 @@ impl Semaphore {
         if !self.fits(limit, permits) {
             return None;
         }
-        let total = self.holder(holder).map_or(0, |e| e.permits) + permits;
+        let (had, since) = self
+            .holder(holder)
+            .map_or((0, Since::at(now_ms)), |e| (e.permits, e.since));
+        let total = had + permits;
         let mut e = Effect::set(holder, limit, total, now_ms.saturating_add(ttl_ms));
         e.recreated = Some(false);
+        e.since = since;
         Some((total, e))
     }
 
@@ -194,7 +218,9 @@ impl Semaphore {
             return Err(Error::not_held(key, holder));
         }
         let left = e.permits - give;
-        Ok((left, Effect::set(holder, self.limit, left, e.deadline_ms)))
+        let mut next = Effect::set(holder, self.limit, left, e.deadline_ms);
+        next.since = e.since;
+        Ok((left, next))
     }
 
     pub fn extend<'h>(
@@ -208,7 +234,9 @@ impl Semaphore {
             .holder(holder)
             .ok_or_else(|| Error::not_held(key, holder))?;
         let deadline = now_ms.saturating_add(ttl_ms);
-        Ok(Effect::set(holder, self.limit, e.permits, deadline))
+        let mut next = Effect::set(holder, self.limit, e.permits, deadline);
+        next.since = e.since;
+        Ok(next)
     }
 
     /// During a restart grace: the holder gets back the permits it believes
@@ -222,11 +250,14 @@ impl Semaphore {
         now_ms: i64,
     ) -> Effect<'h> {
         let recreated = self.is_empty() || self.recreated;
-        let before = self.holder(holder).map_or(0, |e| e.permits);
+        let (before, since) = self
+            .holder(holder)
+            .map_or((0, Since::at(now_ms)), |e| (e.permits, e.since));
         let used = self.used - before + permits;
         let limit = if recreated { used } else { self.limit };
         let mut e = Effect::set(holder, limit, permits, now_ms.saturating_add(ttl_ms));
         e.recreated = Some(recreated);
+        e.since = since;
         e
     }
 
@@ -247,136 +278,4 @@ impl Semaphore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    /// Decides and applies, as the glue does.
-    fn acq(s: &mut Semaphore, h: &[u8], limit: u64, n: u64, ttl: i64, now: i64) -> Option<u64> {
-        let (total, e) = s.acquire(h, limit, n, ttl, now)?;
-        s.apply(&e);
-        Some(total)
-    }
-
-    fn rel(s: &mut Semaphore, h: &[u8], n: Option<u64>) -> Result<u64, Error> {
-        let (left, e) = s.release(b"k", h, n)?;
-        s.apply(&e);
-        Ok(left)
-    }
-
-    fn exp(s: &mut Semaphore, now: i64) -> Vec<Vec<u8>> {
-        let gone = s.expire(now);
-        for e in &gone {
-            s.apply(e);
-        }
-        gone.into_iter().map(|e| e.holder.into_owned()).collect()
-    }
-
-    fn rec(s: &mut Semaphore, h: &[u8], n: u64, ttl: i64, now: i64) {
-        let e = s.recreate(h, n, ttl, now);
-        s.apply(&e);
-    }
-
-    #[test]
-    fn acquire_within_limit_and_reentrant() {
-        let mut s = Semaphore::new(3);
-        assert_eq!(acq(&mut s, b"a", 3, 2, 100, 0), Some(2));
-        assert_eq!(acq(&mut s, b"b", 3, 2, 100, 0), None, "only 1 left");
-        assert_eq!(acq(&mut s, b"a", 3, 1, 100, 0), Some(3), "reentry adds up");
-        assert_eq!((s.used(), s.limit()), (3, 3));
-    }
-
-    #[test]
-    fn failed_request_keeps_limit() {
-        let mut s = Semaphore::new(2);
-        acq(&mut s, b"a", 2, 2, 100, 0);
-        assert_eq!(acq(&mut s, b"b", 5, 4, 100, 0), None);
-        assert_eq!(s.limit(), 2, "a failed request changes nothing");
-        assert_eq!(acq(&mut s, b"b", 5, 3, 100, 0), Some(3));
-        assert_eq!(s.limit(), 5);
-    }
-
-    #[test]
-    fn lower_limit_takes_nothing_away() {
-        let mut s = Semaphore::new(5);
-        acq(&mut s, b"a", 5, 4, 100, 0);
-        assert_eq!(acq(&mut s, b"b", 2, 1, 100, 0), None);
-        assert_eq!(s.holder(b"a").unwrap().permits, 4);
-        assert_eq!((s.limit(), s.used()), (5, 4), "the stored limit is still 5");
-    }
-
-    #[test]
-    fn holders_expire_one_by_one() {
-        let mut s = Semaphore::new(2);
-        acq(&mut s, b"short", 2, 1, 100, 0);
-        acq(&mut s, b"long", 2, 1, 500, 0);
-        assert_eq!(s.latest_deadline(), Some(500));
-        assert_eq!(s.earliest_deadline(), Some(100));
-        assert_eq!(s.view(150).holders.len(), 1);
-        assert_eq!(s.len(), 2, "view changes nothing");
-        assert_eq!(exp(&mut s, 99), Vec::<Vec<u8>>::new());
-        assert_eq!(exp(&mut s, 100), vec![b"short".to_vec()]);
-        assert_eq!((s.used(), s.latest_deadline()), (1, Some(500)));
-        assert_eq!(exp(&mut s, 1000), vec![b"long".to_vec()]);
-        assert!(s.is_empty());
-    }
-
-    #[test]
-    fn release_partial_and_all() {
-        let mut s = Semaphore::new(5);
-        acq(&mut s, b"a", 5, 4, 100, 0);
-        assert_eq!(rel(&mut s, b"a", Some(1)), Ok(3));
-        assert!(rel(&mut s, b"a", Some(4)).is_err());
-        assert_eq!(s.used(), 3, "a refused release changes nothing");
-        assert!(rel(&mut s, b"b", None).is_err());
-        assert_eq!(rel(&mut s, b"a", None), Ok(0));
-        assert!(s.is_empty());
-    }
-
-    #[test]
-    fn recreated_limit_follows_recreated_permits() {
-        let mut s = Semaphore::new(0);
-        rec(&mut s, b"a", 2, 100, 0);
-        rec(&mut s, b"b", 3, 100, 0);
-        assert_eq!((s.limit(), s.used()), (5, 5));
-        assert_eq!(acq(&mut s, b"c", 8, 1, 100, 0), Some(1));
-        rec(&mut s, b"d", 1, 100, 0);
-        assert_eq!(s.limit(), 8, "a SEM.ACQUIRE set the limit");
-    }
-
-    #[test]
-    fn extend_moves_the_deadline() {
-        let mut s = Semaphore::new(1);
-        acq(&mut s, b"a", 1, 1, 100, 0);
-        let e = s.extend(b"k", b"a", 1000, 50).unwrap();
-        s.apply(&e);
-        assert!(exp(&mut s, 200).is_empty());
-        assert_eq!(s.holder(b"a").unwrap().deadline_ms, 1050);
-        assert!(s.extend(b"k", b"b", 10, 0).is_err());
-    }
-
-    proptest! {
-        /// used <= limit after any sequence that starts within the limit and
-        /// never lowers it; used always equals the sum of permits; the
-        /// deadline index mirrors the holders.
-        #[test]
-        fn used_never_exceeds_limit(ops in proptest::collection::vec((0u8..4, 0u8..5, 1u64..4, 1i64..50), 1..300)) {
-            let limit = 6;
-            let mut s = Semaphore::new(limit);
-            let mut now = 0;
-            for (op, who, n, dt) in ops {
-                let h = [who];
-                match op {
-                    0 => { acq(&mut s, &h, limit, n, dt * 3, now); }
-                    1 => { let _ = rel(&mut s, &h, if n == 3 { None } else { Some(n) }); }
-                    2 => { if let Ok(e) = s.extend(b"k", &h, dt, now) { s.apply(&e); } }
-                    _ => { now += dt; let gone = exp(&mut s, now); for g in gone { prop_assert!(s.holder(&g).is_none()); } }
-                }
-                prop_assert!(s.used() <= limit);
-                prop_assert_eq!(s.used(), s.holders().map(|(_, e)| e.permits).sum::<u64>());
-                prop_assert!(s.holders.consistent());
-                prop_assert!(s.holders().all(|(_, e)| e.permits > 0));
-            }
-        }
-    }
-}
+mod tests;

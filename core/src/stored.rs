@@ -11,6 +11,7 @@ use super::bounds::{MAX_COUNT, MAX_DEADLINE_MS, MAX_FENCE, MAX_HOLDER_LEN, MAX_P
 use super::lock::Lock;
 use super::rwlock::{self, RwLock};
 use super::semaphore::Semaphore;
+use super::since::Since;
 
 /// Why a stored value was refused (for the server log, or the effect
 /// command's error reply).
@@ -65,14 +66,16 @@ pub fn fence_counter(v: u64) -> Result<u64, Invalid> {
 /// here.
 pub fn lock(h: &[u8], max_holder: usize, count: u64, f: u64) -> Result<Lock, Invalid> {
     holder(h, max_holder)?;
-    if !(1..=MAX_COUNT).contains(&count) {
-        return Err("reentry count out of range");
-    }
+    let count = u32::try_from(count)
+        .ok()
+        .filter(|c| (1..=MAX_COUNT).contains(&u64::from(*c)))
+        .ok_or("reentry count out of range")?;
     fence(f)?;
     Ok(Lock {
         holder: h.into(),
         count,
         fence: f,
+        since: Since::UNKNOWN,
     })
 }
 
@@ -157,7 +160,7 @@ impl SemaphoreLoader {
         if self.sem.holder(h).is_some() {
             return Err("holder named twice");
         }
-        self.sem.set_holder(h, permits, deadline_ms);
+        self.sem.set_holder(h, permits, deadline_ms, Since::UNKNOWN);
         Ok(())
     }
 
@@ -233,6 +236,7 @@ mod tests {
             writes: 0,
             fence: 0,
             deadline_ms: 0,
+            since: Since::UNKNOWN,
         };
         assert!(rw_entry(b"h", M, &none, true).is_ok());
         assert!(rw_entry(b"h", M, &none, false).is_err());
@@ -269,6 +273,7 @@ mod tests {
             writes,
             fence: 7,
             deadline_ms: 100,
+            since: Since::UNKNOWN,
         };
         assert!(RwLockLoader::new(0).is_err());
         let mut l = RwLockLoader::new(2).unwrap();

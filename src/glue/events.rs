@@ -19,13 +19,19 @@ use super::waiting;
 /// kind, or a held value evicted (see `eviction`).
 pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) {
     guard::call((), || {
-        let Some(kind) = types::take_unlinked(key) else {
+        let Some(gone) = types::take_unlinked(key) else {
             return;
         };
+        let kind = gone.kind;
         if event.contains(NotifyEvent::EVICTED) {
             eviction::evicted(ctx, kind, key);
         } else if event.contains(NotifyEvent::EXPIRED) {
             info::bump(&kind.counters.expired);
+            let now = now_ms();
+            for (since, end) in gone.spans {
+                let end = if end > 0 { end.min(now) } else { now };
+                kind.holds.held(since, end);
+            }
             notify(
                 ctx,
                 kind.expired_event,

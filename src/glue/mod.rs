@@ -30,6 +30,7 @@ mod keep;
 mod key;
 mod kinds;
 mod pending;
+mod percentiles;
 mod replicate;
 mod report;
 mod requests;

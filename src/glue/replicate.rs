@@ -182,9 +182,13 @@ fn fields(fence: u64, count: u64, reads: u64, writes: u64) -> Fields {
 }
 
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    let tail = piggy::ride(key, &lock.holder, fields(lock.fence, lock.count, 0, 0));
+    let tail = piggy::ride(
+        key,
+        &lock.holder,
+        fields(lock.fence, u64::from(lock.count), 0, 0),
+    );
     let mut m = Made::new(ctx);
-    let (h, c) = (m.holder(&lock.holder), m.count(lock.count));
+    let (h, c) = (m.holder(&lock.holder), m.count(u64::from(lock.count)));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
     let ((fp, fl), (dp, dl)) = (
         digits(&mut f, lock.fence as i64),

@@ -7,6 +7,7 @@ export { type AcquireOptions, Hold, type HoldOptions, newHolder } from "./hold.j
 export { currentHolder, withHolder } from "./holders.js";
 export {
   type Edge,
+  type Hot,
   Lock,
   MultiLock,
   ReadWriteLock,
@@ -15,4 +16,5 @@ export {
   type SemaphoreOptions,
   graph,
   toDot,
+  top,
 } from "./kinds.js";

@@ -261,6 +261,30 @@ export async function graph(client: Client): Promise<Edge[]> {
   }));
 }
 
+/** One row of `LOCK.TOP`: a key with waiters right now. */
+export interface Hot {
+  key: string;
+  kind: "lock" | "sem" | "rwlock";
+  waiters: number;
+  oldestWaitMs: number;
+  holders: number;
+}
+
+/**
+ * `LOCK.TOP`: the keys with the most waiters right now, most first (of one
+ * node; in a cluster, of each node you ask).
+ */
+export async function top(client: Client, count = 10): Promise<Hot[]> {
+  const raw = (await once(client, ["LOCK.TOP", "COUNT", count])) as unknown[][];
+  return raw.map(([k, kind, w, o, h]) => ({
+    key: String(k),
+    kind: String(kind) as Hot["kind"],
+    waiters: Number(w),
+    oldestWaitMs: Number(o),
+    holders: Number(h),
+  }));
+}
+
 /** The graph in Graphviz DOT: holders as ellipses, keys as boxes. */
 export function toDot(edges: Edge[]): string {
   const q = (s: string) => JSON.stringify(s);

@@ -13,6 +13,7 @@ import {
   Semaphore,
   graph,
   toDot,
+  top,
 } from "../src/index.js";
 import { TestServer, sleep, useServer } from "./server.js";
 
@@ -146,6 +147,27 @@ test("deadlocks carry the cycle, the graph is data and DOT", async () => {
   assert.ok((await waiting) !== null);
   await t2.release();
   await waiter.release();
+});
+
+test("top lists the keys with the most waiters", async () => {
+  const owner = new Lock(r, "hot", { holder: "owner", ttl: 5000 });
+  await owner.acquire();
+  const waits = ["w1", "w2"].map((h) => new Lock(r, "hot", { holder: h, ttl: 5000 }).acquire());
+  const sem = new Semaphore(r, "pool", 1, { holder: "s0", ttl: 5000 });
+  await sem.acquire();
+  const semWait = new Semaphore(r, "pool", 1, { holder: "s1", ttl: 5000 }).acquire();
+  assert.ok(await until(async () => (await top(r)).reduce((n, h) => n + h.waiters, 0) === 3));
+  const rows = await top(r);
+  assert.deepEqual(
+    rows.map((h) => [h.key, h.kind, h.waiters, h.holders]),
+    [["hot", "lock", 2, 1], ["pool", "sem", 1, 1]],
+  );
+  assert.ok(rows[0].oldestWaitMs >= 0);
+  assert.deepEqual((await top(r, 1)).map((h) => h.key), ["hot"]);
+  await owner.release();
+  await sem.release();
+  await r.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  await Promise.allSettled([...waits, semWait]);
 });
 
 test("using() gives up after blockingTimeout; await using releases", async () => {

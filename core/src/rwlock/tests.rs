@@ -180,3 +180,18 @@ proptest! {
         }
     }
 }
+
+/// A hold starts with the holder's first hold of either mode and ends with
+/// its last; an upgrade keeps the start.
+#[test]
+fn a_hold_keeps_its_start() {
+    let mut l = RwLock::default();
+    let mut f = FenceCounter::default();
+    acq(&mut l, b"a", Mode::Read, false, 10, &mut f).unwrap();
+    acq(&mut l, b"a", Mode::Write, false, 20, &mut f).unwrap();
+    assert_eq!(l.holder(b"a").unwrap().since, Since::at(10));
+    let (_, e) = l.release(b"k", b"a", Mode::Write).unwrap();
+    assert_eq!(l.apply(&e), None);
+    let (_, e) = l.release(b"k", b"a", Mode::Read).unwrap();
+    assert_eq!(l.apply(&e).map(|o| o.since), Some(Since::at(10)));
+}

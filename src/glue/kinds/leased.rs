@@ -7,6 +7,7 @@
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
+use crate::core::since::Since;
 use crate::glue::commit::{commit, Note, Write};
 use crate::glue::info::bump;
 use crate::glue::key::Key;
@@ -18,7 +19,9 @@ pub trait Leased: Value {
     type Effect<'h>;
 
     fn expire(&self, now_ms: i64) -> Vec<Self::Effect<'static>>;
-    fn apply(&mut self, e: &Self::Effect<'_>);
+    /// Applies an effect; a hold it ended is returned as (its start, its
+    /// lease end), for the hold percentiles.
+    fn apply(&mut self, e: &Self::Effect<'_>) -> Option<(Since, i64)>;
     fn is_empty(&self) -> bool;
     fn latest_deadline(&self) -> Option<i64>;
     /// Sends the effect to replicas and the AOF.
@@ -77,8 +80,11 @@ pub fn change<'h, V: Leased, R>(
             None => made.insert(fresh()),
         };
         let expired = now.map(|t| value.expire(t)).unwrap_or_default();
+        let hold = V::INFO.holds;
         for e in &expired {
-            value.apply(e);
+            if let Some((since, end)) = value.apply(e) {
+                hold.held(since, end);
+            }
             bump(&V::INFO.counters.expired_holders);
         }
         let (result, decided) = match decide(value) {
@@ -86,7 +92,9 @@ pub fn change<'h, V: Leased, R>(
             Err(e) => (Err(e), None),
         };
         if let Some(e) = &decided {
-            value.apply(e);
+            if let (Some((since, _)), Some(now)) = (value.apply(e), now) {
+                hold.held(since, now);
+            }
         }
         let changed = Changed::<V> {
             fresh: None,

@@ -9,6 +9,7 @@ use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::rwlock::{Effect, Entry, Grant, Mode, RwLock};
+use crate::core::since::Since;
 use crate::core::stored;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
@@ -31,8 +32,8 @@ impl Leased for RwLock {
         RwLock::expire(self, now_ms)
     }
 
-    fn apply(&mut self, e: &Effect<'_>) {
-        RwLock::apply(self, e)
+    fn apply(&mut self, e: &Effect<'_>) -> Option<(Since, i64)> {
+        RwLock::apply(self, e).map(|o| (o.since, o.deadline_ms))
     }
 
     fn is_empty(&self) -> bool {
@@ -195,6 +196,7 @@ impl effect::Effect for RwLock {
             writes: effect::num(writes, "writes")?,
             fence: effect::num(fence, "fence")?,
             deadline_ms: effect::deadline(deadline_ms)?,
+            since: Since::UNKNOWN,
         };
         stored::rw_entry(h, effect::max_holder(), &e, true).map_err(effect::invalid)?;
         fences::observe(e.fence);
@@ -239,8 +241,8 @@ impl TakeBack for Given {
 }
 
 impl Want for Hold {
-    fn kind(&self) -> &'static str {
-        RwLock::INFO.short
+    fn kind(&self) -> &'static crate::glue::types::KindInfo {
+        RwLock::INFO
     }
 
     fn detail(&self) -> Option<redis_module::RedisValue> {

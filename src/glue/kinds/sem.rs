@@ -7,6 +7,7 @@ use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::semaphore::{Effect, Semaphore};
+use crate::core::since::Since;
 use crate::core::stored;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
@@ -27,8 +28,8 @@ impl Leased for Semaphore {
         Semaphore::expire(self, now_ms)
     }
 
-    fn apply(&mut self, e: &Effect<'_>) {
-        Semaphore::apply(self, e)
+    fn apply(&mut self, e: &Effect<'_>) -> Option<(Since, i64)> {
+        Semaphore::apply(self, e).map(|o| (o.since, o.deadline_ms))
     }
 
     fn is_empty(&self) -> bool {
@@ -208,8 +209,8 @@ impl TakeBack for GivenPermits {
 }
 
 impl Want for Permits {
-    fn kind(&self) -> &'static str {
-        Semaphore::INFO.short
+    fn kind(&self) -> &'static crate::glue::types::KindInfo {
+        Semaphore::INFO
     }
 
     fn detail(&self) -> Option<redis_module::RedisValue> {

@@ -26,7 +26,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         aux_save: Some(aux_save),
         aux_save_triggers: raw::Aux::Before as i32 | raw::Aux::After as i32,
         free_effort: None,
-        unlink: Some(unlink),
+        unlink: Some(unlink::<Lock>),
         copy: Some(copy_value::<Lock>),
         defrag: None,
         mem_usage2: None,
@@ -53,6 +53,8 @@ pub static LOCK_INFO: KindInfo = KindInfo {
     effect_syntax: "key holder count fence deadline-ms [ID request]",
     effect_summary: "Effect (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.",
     effect_complexity: "O(1)",
+    waits: Percentiles::waits(0),
+    holds: Percentiles::holds(0),
 };
 
 extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -79,7 +81,7 @@ extern "C" fn lock_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
         // SAFETY: Redis hands back a pointer made by `into_raw::<Lock>`.
         let lock = unsafe { &*(value as *const Lock) };
         raw::save_slice(rdb, &lock.holder);
-        raw::save_unsigned(rdb, lock.count);
+        raw::save_unsigned(rdb, u64::from(lock.count));
         raw::save_unsigned(rdb, lock.fence);
     })
 }
@@ -126,8 +128,8 @@ impl Stored for Lock {
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64> {
         key_expire
     }
-}
 
-extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, &LOCK_INFO);
+    fn spans(&self) -> Vec<(Since, i64)> {
+        vec![(self.since, 0)]
+    }
 }

@@ -19,7 +19,9 @@ use redis_module::raw;
 use super::fences;
 use super::guard;
 use super::info::gauge;
+use super::percentiles::Percentiles;
 use super::requests::rdb as requests;
+use crate::core::since::Since;
 use crate::core::stored::{self, Invalid};
 use crate::core::waitgraph::{Held, Need};
 
@@ -110,6 +112,9 @@ pub struct KindInfo {
     pub effect_syntax: &'static str,
     pub effect_summary: &'static str,
     pub effect_complexity: &'static str,
+    /// Wait and hold percentiles for `INFO padlock`.
+    pub waits: Percentiles,
+    pub holds: Percentiles,
 }
 
 /// Every kind, once: `with_kinds!(m)` runs `m!(Type, ...)` with the value
@@ -132,7 +137,7 @@ thread_local! {
     /// The last padlock key removed by someone else (DEL, expiry,
     /// eviction): the expired/evicted event handler matches it to count
     /// and announce it under its kind.
-    static LAST_UNLINKED: RefCell<Option<(Vec<u8>, &'static KindInfo)>> = const { RefCell::new(None) };
+    static LAST_UNLINKED: RefCell<Option<Unlinked>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` (a delete padlock itself does) without it counting as a removal
@@ -143,14 +148,23 @@ pub fn deleting_on_purpose(f: impl FnOnce()) {
     ON_PURPOSE.with(|p| p.set(false));
 }
 
+/// A padlock key removed by another hand, as its `expired` / `evicted`
+/// event finds it.
+pub struct Unlinked {
+    name: Vec<u8>,
+    pub kind: &'static KindInfo,
+    /// Its holds' (start, end) as `Stored::spans` gives them.
+    pub spans: Vec<(Since, i64)>,
+}
+
 /// Takes the key last removed by another hand, when it is `key`: the
-/// `expired` / `evicted` event then counts it under its kind (returned
-/// here) and sends the kind's own event.
-pub fn take_unlinked(key: &[u8]) -> Option<&'static KindInfo> {
+/// `expired` / `evicted` event then counts it under its kind and sends the
+/// kind's own event.
+pub fn take_unlinked(key: &[u8]) -> Option<Unlinked> {
     LAST_UNLINKED.with(|l| {
         let mut l = l.borrow_mut();
         match l.take() {
-            Some((name, event)) if name == key => Some(event),
+            Some(u) if u.name == key => Some(u),
             other => {
                 *l = other;
                 None
@@ -160,19 +174,30 @@ pub fn take_unlinked(key: &[u8]) -> Option<&'static KindInfo> {
 }
 
 /// What every type's `unlink` callback does.
-fn unlinked(key: *mut raw::RedisModuleString, kind: &'static KindInfo) {
+fn unlinked<T: Value>(key: *mut raw::RedisModuleString, value: *const c_void) {
     super::guard::call((), || {
         if ON_PURPOSE.with(|p| p.get()) {
             return;
         }
         let name = redis_module::RedisString::string_as_slice(key).to_vec();
         super::pending::note_removed(&name);
+        // SAFETY: Redis passes the value of a key of T's type (a Box<T>).
+        let spans = unsafe { (value as *const T).as_ref() }.map_or_else(Vec::new, |v| v.spans());
         LAST_UNLINKED.with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                *l = Some((name, kind));
+                *l = Some(Unlinked {
+                    name,
+                    kind: T::INFO,
+                    spans,
+                });
             }
         });
     })
+}
+
+/// Every type's `unlink` callback.
+pub(super) extern "C" fn unlink<T: Value>(key: *mut raw::RedisModuleString, value: *const c_void) {
+    unlinked::<T>(key, value);
 }
 
 // ---- fence counter in the RDB ---------------------------------------------
@@ -265,6 +290,9 @@ pub trait Stored {
     }
     /// When it may next free itself, given the key's own expiry.
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
+    /// Its holds' starts and lease ends (0: the key's own expiry), for the
+    /// hold percentiles when the key expires.
+    fn spans(&self) -> Vec<(Since, i64)>;
 }
 
 /// The value behind a module-type pointer, when it is one of padlock's

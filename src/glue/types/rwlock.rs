@@ -26,7 +26,7 @@ pub static RWLOCK_TYPE: RedisType = RedisType::new(
         aux_save: None,
         aux_save_triggers: 0,
         free_effort: None,
-        unlink: Some(unlink),
+        unlink: Some(unlink::<RwLock>),
         copy: Some(copy_value::<RwLock>),
         defrag: None,
         mem_usage2: None,
@@ -53,6 +53,8 @@ pub static RWLOCK_INFO: KindInfo = KindInfo {
     effect_syntax: "key holder reads writes fence deadline-ms [ID request]",
     effect_summary: "Effect (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.",
     effect_complexity: "O(log N) where N is the number of holders",
+    waits: Percentiles::waits(2),
+    holds: Percentiles::holds(2),
 };
 
 extern "C" fn rw_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -68,6 +70,7 @@ extern "C" fn rw_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c
                     writes: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
                     fence: raw::load_unsigned(rdb).map_err(|_| SHORT)?,
                     deadline_ms: raw::load_signed(rdb).map_err(|_| SHORT)?,
+                    since: Since::UNKNOWN,
                 };
                 rw.holder(holder.as_ref(), entry)?;
                 fences::observe(entry.fence);
@@ -161,8 +164,11 @@ impl Stored for RwLock {
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
         self.earliest_deadline()
     }
-}
 
-extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, &RWLOCK_INFO);
+    fn spans(&self) -> Vec<(Since, i64)> {
+        self.holders()
+            .filter(|(_, e)| e.since != Since::UNKNOWN)
+            .map(|(_, e)| (e.since, e.deadline_ms))
+            .collect()
+    }
 }

@@ -25,7 +25,7 @@ pub static SEM_TYPE: RedisType = RedisType::new(
         aux_save: None,
         aux_save_triggers: 0,
         free_effort: None,
-        unlink: Some(unlink),
+        unlink: Some(unlink::<Semaphore>),
         copy: Some(copy_value::<Semaphore>),
         defrag: None,
         mem_usage2: None,
@@ -52,6 +52,8 @@ pub static SEM_INFO: KindInfo = KindInfo {
     effect_syntax: "key holder limit permits deadline-ms [ID request]",
     effect_summary: "Effect (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.",
     effect_complexity: "O(log N) where N is the number of holders",
+    waits: Percentiles::waits(1),
+    holds: Percentiles::holds(1),
 };
 
 extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -139,8 +141,11 @@ impl Stored for Semaphore {
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
         self.earliest_deadline()
     }
-}
 
-extern "C" fn unlink(key: *mut raw::RedisModuleString, _value: *const c_void) {
-    unlinked(key, &SEM_INFO);
+    fn spans(&self) -> Vec<(Since, i64)> {
+        self.holders()
+            .filter(|(_, e)| e.since != Since::UNKNOWN)
+            .map(|(_, e)| (e.since, e.deadline_ms))
+            .collect()
+    }
 }

@@ -168,7 +168,7 @@ fn summary_ahead(
 /// Whether a request's key is one where all requests conflict (a lock or a
 /// semaphore), so that the complex requests ahead summarise the queue.
 fn summarised(want: &dyn Want) -> bool {
-    want.kind() != "rwlock"
+    want.kind().short != "rwlock"
 }
 
 /// The cycle as the calling user may see it (see `acl::Reader`).

@@ -185,6 +185,12 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
             break;
         };
         info::bump(&info::HANDOFFS);
+        let waited = e.payload.queued.elapsed().as_micros();
+        e.payload
+            .want
+            .kind()
+            .waits
+            .record(waited.min(i64::MAX as u128) as i64);
         let request = e.payload.request.clone();
         if let Some(tag) = &request {
             blocking::in_db(ctx, db, || requests::granted(ctx, tag.clone(), &reply));

@@ -118,7 +118,7 @@ pub fn hot_keys() -> Vec<Hot> {
                     .map(|(_, e)| e.payload.since);
                 Hot {
                     key: k.clone(),
-                    kind: head.map_or("lock", |w| w.want.kind()),
+                    kind: head.map_or("lock", |w| w.want.kind().short),
                     waiters: n,
                     oldest_since: first.into_iter().chain(in_order).min().unwrap_or(i64::MAX),
                 }
@@ -213,6 +213,7 @@ pub fn wait(
                 want,
                 db,
                 since: now,
+                queued: std::time::Instant::now(),
                 request: requests::current(),
             },
         };

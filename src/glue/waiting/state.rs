@@ -87,8 +87,8 @@ pub trait Want {
         None
     }
 
-    /// Its kind as `LOCK.TOP` names it: `lock`, `sem`, `rwlock`.
-    fn kind(&self) -> &'static str;
+    /// Its kind: `LOCK.TOP` names it, its wait percentiles count it.
+    fn kind(&self) -> &'static crate::glue::types::KindInfo;
 }
 
 /// What a refused request saw of its one key while the key was open: all
@@ -177,6 +177,8 @@ pub struct Waiter {
     pub db: i32,
     /// When it started waiting (unix ms).
     pub since: i64,
+    /// The same on a monotonic clock, for the wait percentiles.
+    pub queued: std::time::Instant,
     /// Its `ID request-id`, if it came with one.
     pub request: Option<Rc<Tag>>,
 }

@@ -7,6 +7,7 @@ asyncio: `from padlock.aio import Lock, ...` (same names, awaitable).
 from ._common import (
     DeadlockError,
     Edge,
+    Hot,
     LockLostError,
     NotAcquiredError,
     NotHeldError,
@@ -15,11 +16,12 @@ from ._common import (
     to_dot,
 )
 from ._holders import current_holder, holder_scope
-from .sync import Lock, MultiLock, ReadWriteLock, RwHold, Semaphore, graph
+from .sync import Lock, MultiLock, ReadWriteLock, RwHold, Semaphore, graph, top
 
 __all__ = [
     "DeadlockError",
     "Edge",
+    "Hot",
     "Lock",
     "LockLostError",
     "MultiLock",
@@ -34,4 +36,5 @@ __all__ = [
     "holder_scope",
     "new_holder",
     "to_dot",
+    "top",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import redis
 
@@ -97,19 +97,78 @@ def parse_graph(raw: Sequence[Any]) -> list[Edge]:
     ]
 
 
-def to_dot(edges: Sequence[Edge]) -> str:
-    """The graph in Graphviz DOT: holders as ellipses, keys as boxes."""
+@dataclass(frozen=True)
+class Hot:
+    """One row of `LOCK.TOP`: a key with waiters right now."""
+
+    key: str
+    kind: str
+    waiters: int
+    oldest_wait_ms: int
+    holders: int
+
+
+def parse_top(raw: Sequence[Any]) -> list[Hot]:
+    return [Hot(as_str(k), as_str(kind), int(w), int(o), int(h)) for k, kind, w, o, h in raw]
+
+
+def cycle_nodes(edges: Sequence[Edge]) -> set[str]:
+    """Holders and keys on a cycle of the wait-for graph (holder → key it
+    waits for → holder of that key → ...), as `to_dot` names them."""
+    succ: dict[str, set[str]] = {}
+    for e in edges:
+        succ.setdefault(e.waiter, set()).add("key:" + e.key)
+        succ.setdefault("key:" + e.key, set()).update(e.holders)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            n = todo.pop()
+            for m in succ.get(n, ()):
+                if m == goal:
+                    return True
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return False
+
+    return {n for n in succ if reaches(n, n)}
+
+
+def to_dot(
+    edges: Sequence[Edge],
+    waited: Optional[Mapping[str, int]] = None,
+    long_wait_ms: int = 1000,
+) -> str:
+    """The graph in Graphviz DOT: holders as ellipses, keys as boxes; what
+    lies on a cycle in red; keys whose oldest waiter has waited at least
+    `long_wait_ms` (from `waited`, key → ms, as `top` reports it) filled
+    orange."""
 
     def q(s: str) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    lines = ["digraph padlock {"]
-    for key in sorted({e.key for e in edges}):
-        lines.append(f"  {q('key:' + key)} [shape=box, label={q(key)}];")
+    hot = cycle_nodes(edges)
+    red = "color=red, fontcolor=red, penwidth=2"
+    waited = waited or {}
+    lines = ["digraph padlock {", "  rankdir=LR;"]
+    for key in sorted({e.key for e in edges} | set(waited)):
+        marks = ["shape=box", f"label={q(key)}"]
+        if waited.get(key, 0) >= long_wait_ms:
+            marks += ["style=filled", "fillcolor=orange"]
+            marks[1] = f"label={q(f'{key} (waited {waited[key]} ms)')}"
+        if "key:" + key in hot:
+            marks.append(red)
+        lines.append(f"  {q('key:' + key)} [{', '.join(marks)}];")
+    for n in sorted(hot):
+        if not n.startswith("key:"):
+            lines.append(f"  {q(n)} [{red}];")
     for e in edges:
-        label = "forever" if e.ttl_ms < 0 else f"{e.ttl_ms} ms"
-        lines.append(f"  {q(e.waiter)} -> {q('key:' + e.key)} [label={q(label)}];")
+        label = "forever" if e.ttl_ms < 0 else f"{e.ttl_ms} ms left"
+        on_cycle = e.waiter in hot and "key:" + e.key in hot
+        lines.append(f"  {q(e.waiter)} -> {q('key:' + e.key)} [label={q(label)}{', ' + red if on_cycle else ''}];")
         for h in e.holders:
-            lines.append(f"  {q('key:' + e.key)} -> {q(h)} [style=dashed];")
+            on_cycle = "key:" + e.key in hot and h in hot
+            lines.append(f"  {q('key:' + e.key)} -> {q(h)} [style=dashed{', ' + red if on_cycle else ''}];")
     lines.append("}")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from ._common import (
     Edge,
+    Hot,
     LockLostError,
     NotAcquiredError,
     NotHeldError,
@@ -29,6 +30,7 @@ from ._common import (
     is_try_again,
     new_holder,
     parse_graph,
+    parse_top,
     to_ms,
     translate,
 )
@@ -584,3 +586,9 @@ class ReadWriteLock:
 async def graph(client: Any) -> list[Edge]:
     """`LOCK.GRAPH` as data."""
     return parse_graph(await client.execute_command("LOCK.GRAPH"))
+
+
+async def top(client: Any, count: int = 10) -> list[Hot]:
+    """`LOCK.TOP`: the keys with the most waiters right now, most first
+    (of one node; in a cluster, of each node you ask)."""
+    return parse_top(await client.execute_command("LOCK.TOP", "COUNT", count))

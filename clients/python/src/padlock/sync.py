@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 
 from ._common import (
     Edge,
+    Hot,
     LockLostError,
     NotAcquiredError,
     NotHeldError,
@@ -29,6 +30,7 @@ from ._common import (
     is_try_again,
     new_holder,
     parse_graph,
+    parse_top,
     to_ms,
     translate,
 )
@@ -610,3 +612,9 @@ class ReadWriteLock:
 def graph(client: Any) -> list[Edge]:
     """`LOCK.GRAPH` as data (of one node; in a cluster, of each node you ask)."""
     return parse_graph(client.execute_command("LOCK.GRAPH"))
+
+
+def top(client: Any, count: int = 10) -> list[Hot]:
+    """`LOCK.TOP`: the keys with the most waiters right now, most first
+    (of one node; in a cluster, of each node you ask)."""
+    return parse_top(client.execute_command("LOCK.TOP", "COUNT", count))

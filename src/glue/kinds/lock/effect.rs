@@ -6,6 +6,7 @@ use redis_module::{Context, RedisString};
 
 use super::{commit, piggy, Effect, Key, Lock, Note};
 use crate::core::error::Error;
+use crate::core::since::Since;
 use crate::core::stored;
 use crate::glue::fences;
 use crate::glue::kinds::effect;
@@ -24,7 +25,15 @@ impl effect::Effect for Lock {
             // otherwise).
             let mut key = Key::write(ctx, name);
             if key.lock()?.is_some() {
-                commit(ctx, name, key, Effect::Free, Note::default());
+                commit(
+                    ctx,
+                    name,
+                    key,
+                    Effect::Free {
+                        since: Since::UNKNOWN,
+                    },
+                    Note::default(),
+                );
             }
             return Ok(());
         }

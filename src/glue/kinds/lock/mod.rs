@@ -8,6 +8,7 @@ use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::lock::{self, Effect, Grant, Lock};
+use crate::core::since::Since;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::{commit, Note, Write};
@@ -15,6 +16,7 @@ use crate::glue::config::grace_running;
 use crate::glue::fences;
 use crate::glue::keep;
 use crate::glue::key::Key;
+use crate::glue::percentiles;
 use crate::glue::replicate;
 use crate::glue::requests::piggy;
 use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Try, Want};
@@ -42,12 +44,15 @@ impl Write for Effect {
                     None => key.expire_at().unwrap_or(0),
                 };
                 if let Ok(Some(l)) = key.lock() {
-                    l.count = count;
+                    l.count = count as u32;
                     replicate::lock_set(ctx, name, l, deadline);
                 }
                 key.modified();
             }
-            Effect::Free => {
+            Effect::Free { since } => {
+                if since != Since::UNKNOWN {
+                    Lock::INFO.holds.held(since, percentiles::now_ms());
+                }
                 // The holder only when a request-id may ride on the effect.
                 let holder = piggy::aboard()
                     .then(|| key.lock().ok().flatten().map(|l| l.holder.clone()))
@@ -334,8 +339,8 @@ impl TakeBack for Fences {
 }
 
 impl Want for Locks {
-    fn kind(&self) -> &'static str {
-        Lock::INFO.short
+    fn kind(&self) -> &'static crate::glue::types::KindInfo {
+        Lock::INFO
     }
 
     fn try_grant(

@@ -96,6 +96,30 @@ public final class Padlock implements AutoCloseable {
     }
 
     /** A semaphore of {@code limit} permits; its permits are this client's (see the README). */
+    /**
+     * {@code LOCK.TOP}: the keys with the most waiters right now, most first.
+     * In a cluster each master answers for its own keys: {@code nodeKey}
+     * picks the master (any key of its slots); standalone, any key will do.
+     */
+    public List<Hot> top(int count, String nodeKey) {
+        if (count < 1) {
+            throw new IllegalArgumentException("count must be at least 1");
+        }
+        Object reply = driver.open(nodeKey).callAndClose(ttlMs, List.of("LOCK.TOP", "COUNT", Integer.toString(count)));
+        List<Hot> out = new ArrayList<>();
+        for (Object row : Replies.asList(reply)) {
+            List<?> r = Replies.asList(row);
+            out.add(new Hot(String.valueOf(r.get(0)), String.valueOf(r.get(1)),
+                    Replies.asLong(r.get(2)), Replies.asLong(r.get(3)), Replies.asLong(r.get(4))));
+        }
+        return out;
+    }
+
+    /** {@code LOCK.TOP COUNT count} of a standalone server. */
+    public List<Hot> top(int count) {
+        return top(count, "");
+    }
+
     public PadlockSemaphore getSemaphore(String key, int limit) {
         return new PadlockSemaphore(this, key, limit, null, ttlMs);
     }

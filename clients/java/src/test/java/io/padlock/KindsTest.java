@@ -106,4 +106,41 @@ class KindsTest extends OnServer {
         assertEquals(1, b.get(5, TimeUnit.SECONDS));
         a.release(1);
     }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void topListsTheKeysWithTheMostWaiters(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        PadlockLock owner = p.getLock("hot").withHolder("owner");
+        owner.lock();
+        List<CompletableFuture<Boolean>> waits = List.of("w1", "w2").stream()
+                .map(h -> CompletableFuture.supplyAsync(() -> {
+                    try {
+                        PadlockLock l = p.getLock("hot").withHolder(h);
+                        boolean got = l.tryLock(10, TimeUnit.SECONDS);
+                        if (got) {
+                            l.unlock();
+                        }
+                        return got;
+                    } catch (InterruptedException e) {
+                        return false;
+                    }
+                }))
+                .toList();
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (System.nanoTime() < end && (p.top(10).isEmpty() || p.top(10).get(0).waiters() < 2)) {
+            Thread.sleep(10);
+        }
+        List<Hot> rows = p.top(10);
+        assertEquals(1, rows.size());
+        Hot hot = rows.get(0);
+        assertEquals(List.of("hot", "lock", 2L, 1L), List.of(hot.key(), hot.kind(), hot.waiters(), hot.holders()));
+        assertTrue(hot.oldestWaitMs() >= 0);
+        assertThrows(IllegalArgumentException.class, () -> p.top(0));
+        owner.unlock();
+        for (CompletableFuture<Boolean> w : waits) {
+            assertTrue(w.get(10, TimeUnit.SECONDS));
+        }
+        assertTrue(p.top(10).isEmpty());
+    }
 }

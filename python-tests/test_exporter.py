@@ -1,0 +1,103 @@
+"""deploy/: Debian's prometheus-redis-exporter, run with
+deploy/padlock-metrics.lua against a server with contention, scraped on
+loopback: every INFO padlock field arrives with its value, the percentiles
+and the hottest keys included; every series the Grafana dashboard queries is
+in that scrape."""
+
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import Background, free_port, wait_blocked, wait_for
+
+DEPLOY = pathlib.Path(__file__).resolve().parent.parent / "deploy"
+EXPORTER = shutil.which("prometheus-redis-exporter") or shutil.which("redis_exporter")
+
+pytestmark = pytest.mark.skipif(
+    EXPORTER is None,
+    reason="prometheus-redis-exporter is not installed (Debian: apt-get install prometheus-redis-exporter)")
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=5) as f:
+        text = f.read().decode()
+    out = {}
+    for m in re.finditer(r'^redis_script_values\{key="([^"]*)"\} (\S+)$', text, re.M):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+@pytest.fixture
+def exported(server, r):
+    """A server with a hold that ended, a wait that was granted and two
+    waiters queued on one key, with the exporter in front of it."""
+    r.execute_command("LOCK.ACQUIRE", "orders:1", "a", 60000)
+    granted = Background(server, "LOCK.ACQUIRE", "orders:1", "b", 60000, "BLOCK", 5000)
+    wait_blocked(r, 1)
+    time.sleep(0.03)
+    r.execute_command("LOCK.RELEASE", "orders:1", "a")
+    assert granted.result() > 0
+    for h in ("c", "d"):
+        Background(server, "LOCK.ACQUIRE", "orders:1", h, 60000, "BLOCK", 20000)
+    wait_blocked(r, 2)
+    port = free_port()
+    proc = subprocess.Popen(
+        [EXPORTER, "-redis.addr", f"redis://127.0.0.1:{server.port}",
+         "-script", str(DEPLOY / "padlock-metrics.lua"),
+         "-web.listen-address", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert wait_for(lambda: _up(url), timeout=10), "the exporter did not answer"
+        yield scrape(url)
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+
+
+def _up(url):
+    try:
+        return bool(scrape(url))
+    except OSError:
+        return False
+
+
+def test_every_info_field_is_scraped(r, exported):
+    info = r.info("padlock")
+    for name, value in info.items():
+        if "_percentiles_usec_" in name:
+            for q in ("p50", "p99", "p99_9"):
+                assert f"{name}_{q}" in exported, name
+        elif name not in ("padlock_blocked_clients", "padlock_wait_edges"):
+            assert exported.get(name) == float(value), (name, exported.get(name), value)
+    assert exported["padlock_blocked_clients"] == 2
+    assert exported["padlock_handoffs"] == 1
+    assert 20_000 <= exported["padlock_wait_percentiles_usec_lock_p50"] <= 1_000_000
+    assert 20_000 <= exported["padlock_hold_percentiles_usec_lock_p99"] <= 1_000_000
+    assert exported["padlock_top_waiters:orders:1"] == 2
+    assert exported["padlock_top_oldest_wait_ms:orders:1"] >= 0
+
+
+def test_dashboard_queries_exist_in_the_scrape(exported):
+    dash = json.loads((DEPLOY / "grafana" / "padlock-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    titles = " ".join(p["title"].lower() for p in dash["panels"])
+    for topic in ("wait p99", "hold p99", "waiters", "hot keys", "deadlocks", "expiries while held", "evicted"):
+        assert topic in titles, topic
+    matchers = [m for e in exprs for m in re.findall(r'key(=~?)"([^"]+)"', e)]
+    assert len(matchers) >= 10
+    for op, pattern in matchers:
+        if op == "=":
+            assert pattern in exported, pattern
+        else:
+            found = [k for k in exported if re.fullmatch(pattern, k)]
+            assert found, pattern
+            if "percentiles" in pattern:
+                assert len(found) == 3, (pattern, found)
