@@ -295,8 +295,9 @@ export function toDot(edges: Edge[]): string {
   for (const e of edges) {
     const label = e.ttlMs < 0 ? "forever" : `${e.ttlMs} ms`;
     lines.push(`  ${q(e.waiter)} -> ${q(`key:${e.key}`)} [label=${q(label)}];`);
-    for (const h of e.holders) lines.push(`  ${q(`key:${e.key}`)} -> ${q(h)} [style=dashed];`);
   }
+  const held = new Set(edges.flatMap((e) => e.holders.map((h) => `  ${q(`key:${e.key}`)} -> ${q(h)} [style=dashed];`)));
+  lines.push(...held);
   lines.push("}");
   return lines.join("\n");
 }

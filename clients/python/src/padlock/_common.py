@@ -167,8 +167,8 @@ def to_dot(
         label = "forever" if e.ttl_ms < 0 else f"{e.ttl_ms} ms left"
         on_cycle = e.waiter in hot and "key:" + e.key in hot
         lines.append(f"  {q(e.waiter)} -> {q('key:' + e.key)} [label={q(label)}{', ' + red if on_cycle else ''}];")
-        for h in e.holders:
-            on_cycle = "key:" + e.key in hot and h in hot
-            lines.append(f"  {q('key:' + e.key)} -> {q(h)} [style=dashed{', ' + red if on_cycle else ''}];")
+    for key, h in sorted({(e.key, h) for e in edges for h in e.holders}):
+        on_cycle = "key:" + key in hot and h in hot
+        lines.append(f"  {q('key:' + key)} -> {q(h)} [style=dashed{', ' + red if on_cycle else ''}];")
     lines.append("}")
     return "\n".join(lines)
