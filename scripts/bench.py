@@ -34,17 +34,22 @@ README = ROOT / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
+def unpacked(which):
+    return subprocess.run([str(ROOT / "scripts/redis8.sh"), which], capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1]
+
+
 def servers():
-    r8 = subprocess.run([str(ROOT / "scripts/redis8.sh")], capture_output=True, text=True,
-                        check=True).stdout.strip().splitlines()[-1]
-    return [("Redis 7.0", "redis-server"), ("Redis 8.0", r8)]
+    """(label, binary, with AOF + replica too)."""
+    return [("Redis 7.0", "redis-server", True), ("Redis 8.0", unpacked("redis"), True),
+            ("Valkey 9.1", unpacked("valkey91"), False)]
 
 
 def per_command():
     """{(server, aof): (instructions, rps)} for every case."""
     out = {}
-    for label, binary in servers():
-        for aof in (False, True):
+    for label, binary, with_aof in servers():
+        for aof in (False, True) if with_aof else (False,):
             print(f"==> {label}{', AOF + replica' if aof else ''}: callgrind, then req/s", flush=True)
             out[(label, aof)] = (cost.instructions(binary, aof), cost.throughput(binary, aof))
     return out
@@ -219,7 +224,8 @@ def extras():
 
 # --- output --------------------------------------------------------------
 
-CONFIGS = [("Redis 7.0", False), ("Redis 7.0", True), ("Redis 8.0", False), ("Redis 8.0", True)]
+CONFIGS = [("Redis 7.0", False), ("Redis 7.0", True), ("Redis 8.0", False), ("Redis 8.0", True),
+           ("Valkey 9.1", False)]
 
 
 def config_name(label, aof):
@@ -259,12 +265,12 @@ def chart(pc, cont, path):
 
     names = [c[0] for c in cost.CASES if c[0] != cost.BASE]
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [3, 3, 1.4]})
-    width = 0.2
+    width = 0.16
     for ax, idx, title in ((axes[0], 0, "instructions per call vs SET NX PX (lower is better)"),
                            (axes[1], 1, "requests/s at -P 16 vs SET NX PX (higher is better)")):
         for j, c in enumerate(CONFIGS):
             vals = [pc[c][idx][n] / pc[c][idx][cost.BASE] for n in names]
-            ax.bar([i + (j - 1.5) * width for i in range(len(names))], vals, width,
+            ax.bar([i + (j - (len(CONFIGS) - 1) / 2) * width for i in range(len(names))], vals, width,
                    label=config_name(*c))
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(names)))
@@ -319,7 +325,10 @@ def main():
     mem, lat, keep, rw = extras()
     print("==> one hot key", flush=True)
     import hotkey
-    hot = hotkey.table([1000, 5000, 9000])
+    hot = hotkey.table([1000, 5000, 10000])
+    print("==> declared waits and KEEP at scale", flush=True)
+    import scale
+    hot += "\n\n" + scale.waitfor_table() + "\n\n" + scale.keep_table()
 
     print("==> the Java client against Redisson", flush=True)
     java = java_vs_redisson()

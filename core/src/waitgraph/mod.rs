@@ -319,28 +319,28 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
         out
     }
 
-    /// The first `count` live edges whose key `keep` accepts, holder by
-    /// holder (then soonest to run out first): O(E + count log count), no
-    /// copy of an edge, so that a big graph is read without a long pause.
+    /// At most `count` live edges whose key `keep` accepts (the first met
+    /// when there are more), holder by holder, then soonest to run out
+    /// first: O(count log count), no copy of an edge, so that a big graph
+    /// is read without a long pause.
     pub fn edges(
         &self,
         now_ms: i64,
         count: usize,
         keep: impl Fn(&K) -> bool,
     ) -> Vec<(&[u8], &Edge<K>)> {
+        // `keep` may be an ACL check per key: asked only until the reply
+        // is full.
         let mut out: Vec<_> = self
             .edges
             .iter()
             .flat_map(|(h, l)| l.iter().map(move |e| (h.as_slice(), e)))
             .filter(|(_, e)| e.live(now_ms) && keep(&e.key))
+            .take(count)
             .collect();
         let order = |a: &(&[u8], &Edge<K>), b: &(&[u8], &Edge<K>)| {
             (a.0, a.1.expires_at).cmp(&(b.0, b.1.expires_at))
         };
-        if out.len() > count {
-            out.select_nth_unstable_by(count, order);
-            out.truncate(count);
-        }
         out.sort_by(order);
         out
     }
