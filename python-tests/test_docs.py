@@ -41,33 +41,7 @@ SYNTAX = {
 SPEC = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "SPEC.md"
 
 
-def text(v):
-    return v.decode() if isinstance(v, bytes) else v
-
-
-def as_dict(flat):
-    if isinstance(flat, dict):
-        return {text(k): v for k, v in flat.items()}
-    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-def render(args):
-    out = []
-    for raw in args:
-        a = as_dict(raw)
-        kind, name = text(a["type"]), text(a["name"])
-        flags = [text(f) for f in a.get("flags", [])]
-        token = text(a["token"]) if "token" in a else None
-        if kind == "pure-token":
-            body = token
-        elif kind == "oneof":
-            body = "|".join(text(as_dict(c)["token"]) for c in a["arguments"])
-        else:
-            body = f"{token} {name}" if token else name
-        if "multiple" in flags:
-            body = f"{body} [{name} ...]"
-        out.append(f"[{body}]" if "optional" in flags else body)
-    return " ".join(out)
+from reference import as_dict, render, text  # noqa: E402  (scripts/, one renderer for docs and tests)
 
 
 def raw(r, *args):
