@@ -335,7 +335,7 @@ def java_vs_redisson():
     and Redisson in one JVM on one server; its Markdown tables as printed."""
     out = subprocess.run([str(ROOT / "scripts/java-bench.sh")], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    lines = [ln for ln in out.splitlines() if ln.startswith(("|", "###")) or not ln.strip()]
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
     body = "\n".join(lines).strip().replace("### ", "**Java client vs Redisson — ", 1)
     body = body.replace("\n### ", "\n**Java client vs Redisson — ")
     return "\n".join(ln + "**" if ln.startswith("**Java") else ln for ln in body.splitlines())

@@ -87,7 +87,7 @@ def cpu(r):
 
 
 def keep_row(leases, ttl=1000, conns=4, window=10):
-    srv = Server(extra=["--appendonly", "yes", "--appendfsync", "everysec"])
+    srv = Server(extra=["--appendonly", "yes", "--appendfsync", "everysec", "--auto-aof-rewrite-percentage", "0"])
     r = srv.client()
     c0, t0 = cpu(r), time.time()
     time.sleep(window / 2)
