@@ -176,3 +176,46 @@ def test_cluster_client(cluster_server):
     with MultiLock(rc, ["{job}:1", "{job}:2"], ttl=5) as m:
         assert len(m.fences or []) == 2
     rc.close()
+
+
+def test_a_thousand_holds_share_one_thread_and_one_connection(server, r):
+    """Issue 24: 1,000 concurrent holds in one process use one watcher
+    thread and one connection (besides waits), and while the server keeps
+    their leases (`KEEP`) the watcher only reads: no write per renewal."""
+    import threading
+
+    from padlock import _shared
+
+    before_threads = threading.active_count()
+    client = redis.Redis(port=server.port)
+    locks = [Lock(client, f"many:{i}", ttl=0.9) for i in range(1000)]
+    for lock in locks:
+        assert lock.acquire(blocking=False) is not None
+    assert threading.active_count() - before_threads <= 1, "one watcher thread for all"
+    assert _shared.SCHEDULER.threads() == 1
+    conns = [c for c in r.client_list() if c.get("name") != "" or True]
+    assert len(conns) <= 4, f"{len(conns)} connections: one shared, the test's own, and none per hold"
+    r.config_resetstat()
+    time.sleep(1.5)  # more than one round of every hold
+    stats = r.info("commandstats")
+    assert "cmdstat_lock.extend" not in stats, "kept leases are watched with reads"
+    assert stats["cmdstat_lock.info"]["calls"] >= 1000
+    assert all(lock.held for lock in locks)
+    assert r.dbsize() == 1000
+    for lock in locks:
+        lock.release()
+    assert r.dbsize() == 0
+    client.close()
+
+
+def test_a_wait_is_bound_on_the_shared_connection_once_granted(server, r):
+    """A blocking acquire waits on a connection of its own (closed after the
+    wait); its grant is bound with KEEP on the shared one, so it outlives
+    the wait's connection."""
+    r.execute_command("LOCK.ACQUIRE", "w", "other", 300)
+    lock = Lock(redis.Redis(port=server.port), "w", ttl=0.6, holder="waiter")
+    assert lock.acquire(timeout=5) is not None
+    assert int(lock.info()["keep"]) == 1
+    time.sleep(1.5)
+    assert lock.held and r.execute_command("LOCK.INFO", "w")[5] == b"waiter"
+    lock.release()

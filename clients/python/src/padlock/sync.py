@@ -1,11 +1,13 @@
 """Blocking clients on redis-py (`redis.Redis` or `redis.RedisCluster`).
 
-Each hold (a lock, permits, a read or write hold, several locks at once)
-keeps one connection of the client's pool while it is held: the acquire,
-the renewals and the release go through it, so a `KEEP` lease is bound to
-a connection that lives exactly as long as the hold. A watcher thread
-renews (and, with `KEEP`, rebinds) every third of the ttl; when the hold
-turns out lost, `lost` is set and `on_lost` is called.
+The holds of a process share one watcher thread and, per server, one
+connection of padlock's own (`_shared`): acquires, renewals, reads and
+releases go through it, and `KEEP` leases are bound to it. A wait runs on a
+connection made for it, with a timeout longer than the wait, and its grant
+is then bound to the shared connection. Every third of the ttl the watcher
+checks each hold (a read while the server keeps the lease, a renewal
+otherwise) and binds it again after the shared connection was replaced;
+when a hold turns out lost, `lost` is set and `on_lost` is called.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ._retry import (
     with_id,
 )
 from ._holders import COUNTS, current_holder
+from ._shared import SCHEDULER, keeper
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
 
@@ -56,32 +59,32 @@ def _node(client: Any, key: str) -> Any:
     return client
 
 
-def _watch(ref: "weakref.ref[_Hold]", stop: threading.Event, interval: float) -> None:
-    """A hold's watcher: renews every `interval` while the hold lives."""
-    while not stop.wait(interval):
-        hold = ref()
-        if hold is None or not hold._watch_once():
-            return
-        del hold
-
-
-def _collected(pool: Any, box: list[Any], stop: threading.Event) -> None:
-    """A hold collected without `release()`: its watcher stops, and its
-    connection is closed (so no `KEEP` lease stays bound to it)."""
+def _collected(box: list[Any], stop: threading.Event) -> None:
+    """A hold collected without `release()`: its rounds stop, and if the
+    server keeps its lease, the shared connection is replaced so that the
+    binding ends (the holds that live bind again on their next round)."""
     stop.set()
-    conn, box[0] = box[0], None
-    if conn is not None:
-        conn.disconnect()
-        pool.release(conn)
+    kept, box[0] = box[0], None
+    if kept is not None:
+        kept.reset()
 
 
-def _pooled(pool: Any) -> Any:
-    """A connection of `pool` (redis-py 5.3+ takes no command name, and
-    warns when given one)."""
-    try:
-        return pool.get_connection()
-    except TypeError:
-        return pool.get_connection("PING")
+def _run(conn: Any, args: Sequence[Any], limit: Optional[float]) -> Any:
+    """One command; no reply within `limit` seconds is a timeout (and the
+    caller's connection is replaced: the reply may still come)."""
+    conn.send_command(*args)
+    if limit is not None and not conn.can_read(timeout=max(limit, 0.05)):
+        raise redis.TimeoutError(f"no reply within {limit:.2f} s")
+    return conn.read_response()
+
+
+def _wait_connection(pool: Any, limit: Optional[float]) -> Any:
+    """A connection for one server-side wait: its socket timeout is longer
+    than the wait (none for a wait without end), so no driver timeout can
+    abandon a wait the server still holds."""
+    kw = dict(pool.connection_kwargs)
+    kw["socket_timeout"] = None if limit is None else max(limit, 0.05)
+    return pool.connection_class(**kw)
 
 
 class _Hold(Commands):
@@ -111,57 +114,53 @@ class _Hold(Commands):
         self.on_lost = on_lost
         self.lost = threading.Event()
         self._client = _node(client, route_key)
-        # The hold's connection, in a box a finalizer can reach without the
-        # hold (a hold collected unreleased closes it: see `_collected`).
+        self._keeper = keeper(self._client)
+        # The keeper while the server may keep this hold's lease bound to
+        # it, in a box a finalizer can reach without the hold (a hold
+        # collected unreleased ends its binding: see `_collected`).
         self._box: list[Any] = [None]
         self._finalizer: Optional[weakref.finalize] = None
         self._io = threading.RLock()
         self._stop = threading.Event()
-        self._watcher: Optional[threading.Thread] = None
+        # Held by the watcher during this hold's round: `_end` waits for it.
+        self._watching = threading.RLock()
         self._depth = 0
         # When the lease may run out at the earliest (monotonic): the send
         # time of the latest request that set it, plus the ttl.
         self._lease_until = 0.0
         self._ids = True
-        # The lease is bound (`KEEP`) to the connection the hold has now:
-        # the server renews it, and the watcher only reads.
-        self._bound = False
+        # The keeper's epoch when this hold's lease was bound to it (`KEEP`):
+        # while it is still the keeper's, the server renews the lease and
+        # the watcher only reads.
+        self._bound_epoch = -1
+        self._unsure = False
 
     @property
-    def _conn(self) -> Any:
-        return self._box[0]
+    def _bound(self) -> bool:
+        return self._bound_epoch == self._keeper.epoch
 
-    @_conn.setter
-    def _conn(self, conn: Any) -> None:
-        self._box[0] = conn
-
-    # -- the connection this hold keeps --------------------------------------
+    # -- the connections --------------------------------------------------------
     def _call(self, args: Sequence[Any], limit: Optional[float] = None, wait: bool = False) -> Any:
-        """One command on the hold's connection. `limit`: seconds it may take
-        on the wire; a wait (`wait`) without one waits as long as the server
-        does: no driver timeout may abandon a wait the server still holds."""
+        """One command: a wait (`wait`) on a connection of its own, closed
+        after it, with a timeout of `limit` seconds (None: as long as the
+        server waits); anything else on the shared connection, whose
+        `KEEP` bindings it then carries."""
         with self._io:
-            if self._conn is None:
-                self._conn = _pooled(self._client.connection_pool)
-            conn = self._conn
-            if getattr(conn, "_sock", None) is None:
-                conn.connect()
-            sock: Any = getattr(conn, "_sock", None)
-            timed = sock is not None and (wait or limit is not None)
             try:
-                if timed:
-                    sock.settimeout(max(limit, 0.05) if limit is not None else None)
-                conn.send_command(*args)
-                return conn.read_response()
+                if not wait:
+                    with self._keeper.lock:  # the epoch the command went out on
+                        reply = self._keeper.call(args, limit, _run)
+                        if "KEEP" in args:
+                            self._bound_epoch = self._keeper.epoch
+                            self._box[0] = self._keeper
+                    return reply
+                conn = _wait_connection(self._client.connection_pool, limit)
+                try:
+                    return _run(conn, args, None)
+                finally:
+                    conn.disconnect()
             except redis.ResponseError as e:
                 raise translate(e) from None
-            except CONNECTION_ERRORS:
-                conn.disconnect()
-                self._bound = False
-                raise
-            finally:
-                if timed and getattr(conn, "_sock", None) is sock:
-                    sock.settimeout(conn.socket_timeout)
 
     def _send(self, make: Callable[[Optional[float]], list[Any]], phase: str,
               deadline: Optional[float], wait: bool = False) -> Any:
@@ -192,15 +191,14 @@ class _Hold(Commands):
                 time.sleep(p)
 
     def _give_back(self, clean: bool = True) -> None:
-        """Back to the pool; closed first unless nothing of this hold can
-        be bound to it (a closed connection keeps no `KEEP` lease)."""
+        """The hold is over. Unless nothing of it can still be bound
+        (`clean`), the shared connection is replaced, so that no `KEEP`
+        lease of it stays kept (the other holds bind again)."""
         with self._io:
-            self._bound = False
-            if self._conn is not None:
-                if not clean:
-                    self._conn.disconnect()
-                self._client.connection_pool.release(self._conn)
-                self._conn = None
+            self._bound_epoch = -1
+            kept, self._box[0] = self._box[0], None
+            if not clean and kept is not None:
+                kept.reset()
 
     # -- acquire / release -----------------------------------------------------
     def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
@@ -214,8 +212,10 @@ class _Hold(Commands):
             deadline = start + ttl
 
         def make(left: Optional[float]) -> list[Any]:
+            # A wait's grant is bound afterwards, on the shared connection
+            # (its own closes when the wait ends).
             args = self._acquire_cmd(blocking, left)
-            return args + ["KEEP"] if self.keep else args
+            return args + ["KEEP"] if self.keep and not blocking else args
 
         while True:
             try:
@@ -238,15 +238,14 @@ class _Hold(Commands):
         self._depth += 1
         COUNTS.took(self.key, self.holder)
         self._lease_until = start + ttl
-        self._bound = self.keep
         if self._depth == 1:
             self.lost.clear()
             self._held_since = start
             if self.renews:
                 self._start_watcher()
-        if self.renews and blocking and self._lease_until - time.monotonic() < ttl * 2 / 3:
-            # Granted after a wait: the lease is known from a send time only
-            # once renewed.
+        if self.renews and blocking and (self.keep or self._lease_until - time.monotonic() < ttl * 2 / 3):
+            # Granted after a wait: bound now (`KEEP`), and the lease known
+            # from a send time only once renewed.
             self.renew()
         return reply
 
@@ -321,40 +320,45 @@ class _Hold(Commands):
             COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
         self._stop.set()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            self._watcher.join()
-        self._watcher = None
-        self._give_back(clean)
+        with self._watching:  # a round under way ends first
+            self._give_back(clean)
 
     # -- renewal and loss ------------------------------------------------------
     def _start_watcher(self) -> None:
         self._stop = threading.Event()
-        interval = max(self.ttl_ms / 3000.0, 0.001)
         # The watcher holds the hold weakly: a hold dropped unreleased is
-        # collected, and then stops renewing (and its connection closes).
-        self._watcher = threading.Thread(
-            target=_watch, args=(weakref.ref(self), self._stop, interval), daemon=True)
-        self._watcher.start()
+        # collected, and then stops renewing (and its binding ends).
+        SCHEDULER.add(self, time.monotonic() + self._interval())
         if self._finalizer is None:
-            self._finalizer = weakref.finalize(
-                self, _collected, self._client.connection_pool, self._box, self._stop)
+            self._finalizer = weakref.finalize(self, _collected, self._box, self._stop)
 
-    def _watch_once(self) -> bool:
-        """One renewal round; False when the watcher should stop."""
-        if self._past_max_hold():
-            # No renewal past `max_hold`: the lease runs out, and the hold is
-            # lost like any other.
-            if not self._stop.wait(max(0.0, self._lease_until - time.monotonic())):
+    def _interval(self) -> float:
+        return max(self.ttl_ms / 3000.0, 0.001)
+
+    def _watch_once(self) -> Optional[float]:
+        """One round of the shared watcher: when the next is due, or None
+        when this hold needs no more."""
+        stop = self._stop
+        if stop.is_set():
+            return None
+        with self._watching:
+            if stop.is_set():
+                return None
+            if self._past_max_hold():
+                # No renewal past `max_hold`: the lease runs out, and the
+                # hold is lost like any other.
+                if time.monotonic() < self._lease_until:
+                    return self._lease_until
                 self._mark_lost()
-            return False
-        try:
-            renewed = self._look() if self._bound else self.renew()
-        except Exception:  # noqa: BLE001 - the watcher must never die silently
-            renewed = False
-        if not renewed and not self._stop.is_set():
-            self._mark_lost()
-            return False
-        return True
+                return None
+            try:
+                renewed = self._look() if self._bound else self.renew()
+            except Exception:  # noqa: BLE001 - the watcher must never die silently
+                renewed = False
+            if not renewed and not stop.is_set():
+                self._mark_lost()
+                return None
+            return None if stop.is_set() else time.monotonic() + self._interval()
 
     def _past_max_hold(self) -> bool:
         """Whether one more renewal would carry the lease past `max_hold`."""
@@ -373,10 +377,12 @@ class _Hold(Commands):
             cmd: list[Any] = args + ["KEEP"] if self.keep else args
             try:
                 self._send(lambda _: cmd, "renew", self._lease_until)
-            except Exception:
+            except Exception as e:
+                # Unless the server said the hold is gone, its lease may
+                # still be bound: `_mark_lost` then ends the binding.
+                self._unsure = verdict(e, "renew") is not Verdict.LOST
                 return False
         self._lease_until = start + self.ttl_ms / 1000.0
-        self._bound = self.keep
         return True
 
     def _look(self) -> bool:
@@ -403,12 +409,15 @@ class _Hold(Commands):
         if self._depth:
             COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
-        # Nothing is held any more: the connection goes back at once
-        # (closed, so that no lease stays bound to it), before anyone hears.
-        self._give_back(clean=False)
+        # Nothing is held any more: nothing of it may stay bound (unless the
+        # server said it was gone, the shared connection is replaced).
+        self._give_back(clean=not self._unsure)
+        self._unsure = False
         self.lost.set()
         if self.on_lost is not None:
-            self.on_lost(self)
+            # On a thread of its own: a slow callback must not hold back
+            # the other holds' rounds.
+            threading.Thread(target=self.on_lost, args=(self,), name="padlock-on-lost", daemon=True).start()
 
     def check(self) -> None:
         """Raises `LockLostError` when the hold was lost."""

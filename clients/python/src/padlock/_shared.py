@@ -1,0 +1,135 @@
+"""What the blocking holds of a process share: one watcher thread for all
+of them, and per server one connection (the keeper) that carries their
+commands and their `KEEP` bindings. A thousand holds are one thread and one
+connection, plus a pooled connection for each wait while it waits.
+
+The keeper counts its connections (`epoch`): a hold bound on an earlier
+one binds again on its next round, before its lease can run out."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+import weakref
+from typing import Any, Callable, Optional, Protocol
+
+from ._retry import CONNECTION_ERRORS
+
+#: The longest one command may take on the shared connection (seconds).
+TIMEOUT = 5.0
+
+
+class Watched(Protocol):
+    def _watch_once(self) -> Optional[float]:
+        """One round; the monotonic time of the next one, or None to stop."""
+
+
+class Scheduler:
+    """One daemon thread for every hold's rounds, earliest first. Holds are
+    held weakly: a hold dropped unreleased is collected, not kept alive by
+    its watcher."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, "weakref.ref[Any]"]] = []
+        self._seq = itertools.count()
+        self._cv = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+
+    def add(self, hold: Watched, at: float) -> None:
+        with self._cv:
+            heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold)))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="padlock-watch", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def threads(self) -> int:
+        """Watcher threads running (0 or 1)."""
+        return int(self._thread is not None and self._thread.is_alive())
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    wait = None if not self._heap else self._heap[0][0] - time.monotonic()
+                    self._cv.wait(wait)
+                _, _, ref = heapq.heappop(self._heap)
+            hold = ref()
+            if hold is None:
+                continue
+            try:
+                nxt = hold._watch_once()
+            except Exception:  # noqa: BLE001 - one hold's failure must not stop the others
+                nxt = None
+            if nxt is not None:
+                self.add(hold, nxt)
+            del hold
+
+
+SCHEDULER = Scheduler()
+
+
+class Keeper:
+    """The connection one server's holds share (not taken from the pool:
+    the application's connections stay its own). Calls are serialized."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self.lock = threading.RLock()
+        #: Bumped whenever the connection is replaced: bindings made on an
+        #: earlier one are gone.
+        self.epoch = 0
+
+    def call(self, args: Any, limit: Optional[float], run: Callable[[Any, Any, Optional[float]], Any]) -> Any:
+        """`run(conn, args, limit)` on the shared connection, under its lock;
+        a connection error closes it (the next call opens a new one)."""
+        with self.lock:
+            if self._conn is None:
+                kw = dict(self._pool.connection_kwargs)
+                # Every call is bounded (`run` waits for its reply at most
+                # its limit); the socket timeout bounds the handshake of a
+                # new connection by the call that opens it (at least 1 s,
+                # so that a reply already under way is read whole).
+                bound = TIMEOUT if limit is None else min(TIMEOUT, max(limit, 1.0))
+                kw["socket_timeout"] = min(kw.get("socket_timeout") or bound, bound)
+                kw["socket_connect_timeout"] = min(kw.get("socket_connect_timeout") or bound, bound)
+                self._conn = self._pool.connection_class(**kw)
+            try:
+                return run(self._conn, args, limit)
+            except CONNECTION_ERRORS:
+                self.reset()
+                raise
+
+    def reset(self) -> None:
+        """Closes the connection: every binding on it ends (the holds that
+        still live see `epoch` move and bind again on their next round)."""
+        with self.lock:
+            self.epoch += 1
+            if self._conn is not None:
+                self._conn.disconnect()
+                self._conn = None
+
+    def connections(self) -> int:
+        return int(self._conn is not None)
+
+
+_KEEPERS: "weakref.WeakKeyDictionary[Any, Keeper]" = weakref.WeakKeyDictionary()
+_KEEPERS_LOCK = threading.Lock()
+
+
+def keeper(client: Any) -> Keeper:
+    """The keeper of one (node) client."""
+    with _KEEPERS_LOCK:
+        k = _KEEPERS.get(client)
+        if k is None:
+            k = _KEEPERS[client] = Keeper(client.connection_pool)
+        return k
+
+
+def keeper_connections() -> int:
+    """Keeper connections open in this process (for tests and metrics)."""
+    with _KEEPERS_LOCK:
+        return sum(k.connections() for k in _KEEPERS.values())
