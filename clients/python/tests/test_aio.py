@@ -7,6 +7,7 @@ import redis.asyncio as aredis
 from redis.asyncio.cluster import RedisCluster
 
 from padlock import DeadlockError, LockLostError, NotHeldError
+from padlock import aio
 from padlock.aio import Lock, MultiLock, ReadWriteLock, Semaphore, graph
 
 
@@ -122,3 +123,32 @@ def test_cluster_client(cluster_server):
         await rc.aclose()
 
     run(main())
+
+
+def test_a_thousand_asyncio_holds_share_one_task_and_one_connection(server, r):
+    """Issue 24: 1,000 holds on one event loop: one watcher task, one
+    shared connection, and reads (no EXTEND) while the server keeps them."""
+    from padlock import _ashared
+
+    async def main():
+        c = aredis.Redis(port=server.port)
+        locks = [aio.Lock(c, f"amany:{i}", ttl=0.9) for i in range(1000)]
+        tasks_before = len(asyncio.all_tasks())
+        for lock in locks:
+            assert await lock.acquire(blocking=False) is not None
+        assert len(asyncio.all_tasks()) - tasks_before <= 1, "one watcher task for all"
+        assert _ashared.scheduler().tasks() == 1
+        assert _ashared.keeper_connections() == 1
+        assert len(r.client_list()) <= 4
+        r.config_resetstat()
+        await asyncio.sleep(1.5)
+        stats = r.info("commandstats")
+        assert "cmdstat_lock.extend" not in stats
+        assert stats["cmdstat_lock.info"]["calls"] >= 1000
+        assert all(lock.held for lock in locks)
+        for lock in locks:
+            await lock.release()
+        assert r.dbsize() == 0
+        await c.aclose()
+
+    asyncio.run(main())

@@ -22,8 +22,9 @@ TIMEOUT = 5.0
 
 
 class Watched(Protocol):
-    def _watch_once(self) -> Optional[float]:
-        """One round; the monotonic time of the next one, or None to stop."""
+    def _watch_once(self, gen: int) -> Optional[float]:
+        """One round of the watching that started as `gen`: the monotonic
+        time of the next one, or None to stop."""
 
 
 class Scheduler:
@@ -32,14 +33,14 @@ class Scheduler:
     its watcher."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, "weakref.ref[Any]"]] = []
+        self._heap: list[tuple[float, int, "weakref.ref[Any]", int]] = []
         self._seq = itertools.count()
         self._cv = threading.Condition()
         self._thread: Optional[threading.Thread] = None
 
-    def add(self, hold: Watched, at: float) -> None:
+    def add(self, hold: Watched, at: float, gen: int) -> None:
         with self._cv:
-            heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold)))
+            heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold), gen))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="padlock-watch", daemon=True)
                 self._thread.start()
@@ -55,16 +56,16 @@ class Scheduler:
                 while not self._heap or self._heap[0][0] > time.monotonic():
                     wait = None if not self._heap else self._heap[0][0] - time.monotonic()
                     self._cv.wait(wait)
-                _, _, ref = heapq.heappop(self._heap)
+                _, _, ref, gen = heapq.heappop(self._heap)
             hold = ref()
             if hold is None:
                 continue
             try:
-                nxt = hold._watch_once()
+                nxt = hold._watch_once(gen)
             except Exception:  # noqa: BLE001 - one hold's failure must not stop the others
                 nxt = None
             if nxt is not None:
-                self.add(hold, nxt)
+                self.add(hold, nxt, gen)
             del hold
 
 

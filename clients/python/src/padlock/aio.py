@@ -1,11 +1,12 @@
 """asyncio clients on `redis.asyncio` (`Redis` or `RedisCluster`): the same
 classes as `padlock.sync`, awaitable, with `async with`.
 
-A hold keeps one connection while held (a `KEEP` lease lives exactly as
-long as it), and a watcher task renews every third of the ttl. When the
-hold turns out lost, `lost` is set, `on_lost` is called, and the task that
-entered `async with` is cancelled: the guarded work stops, and the block
-ends with `LockLostError`.
+The holds of an event loop share one watcher task and, per server, one
+connection of padlock's own (`_ashared`), which carries their commands and
+`KEEP` bindings; a wait runs on a connection made for it and is bound on
+the shared one once granted. When a hold turns out lost, `lost` is set,
+`on_lost` is called, and the task that entered `async with` is cancelled:
+the guarded work stops, and the block ends with `LockLostError`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ._retry import (
     verdict,
     with_id,
 )
+from ._ashared import Keeper, exchange, keeper, scheduler
 from ._holders import COUNTS, current_holder
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
@@ -52,52 +54,40 @@ FOREVER = 365 * 24 * 3600.0
 
 
 class _Source:
-    """Where a hold gets its connection: the client's pool, or for a
-    cluster a connection of its own to the node that serves the key."""
+    """Where a hold's connections come from: made like the client's own
+    (its pool's settings, or for a cluster those of the node that serves
+    the key), never taken from the application's pool."""
 
     def __init__(self, client: Any, key: str) -> None:
         self.client, self.key = client, key
         self.node: Any = None
         self.pool = None if isinstance(client, RedisCluster) else client.connection_pool
 
-    async def get(self, command: str) -> Any:
+    async def _where(self) -> tuple[Any, dict[str, Any], str]:
         if self.pool is not None:
-            try:
-                return await self.pool.get_connection()
-            except TypeError:
-                return await self.pool.get_connection(command)
+            return self.pool.connection_class, dict(self.pool.connection_kwargs), ""
         if self.node is None:
             await self.client.initialize()
             self.node = self.client.get_node_from_key(self.key)
-        return self.node.connection_class(**self.node.connection_kwargs)
+        return self.node.connection_class, dict(self.node.connection_kwargs), str(self.node.name)
 
-    async def put(self, conn: Any) -> None:
-        if self.pool is not None:
-            await self.pool.release(conn)
-        else:
-            await conn.disconnect()
+    async def make(self, **override: Any) -> Any:
+        cls, kw, _ = await self._where()
+        kw.update(override)
+        return cls(**kw)
 
-
-async def _watch(ref: "weakref.ref[_Hold]", interval: float) -> None:
-    """A hold's watcher task: renews every `interval` while the hold lives."""
-    while True:
-        await asyncio.sleep(interval)
-        hold = ref()
-        if hold is None or not await hold._watch_once():
-            return
-        del hold
+    async def keeper(self) -> Keeper:
+        _, _, node = await self._where()
+        return keeper(self.client, node, self.make)
 
 
 def _collected(box: list[Any]) -> None:
-    """A hold collected without `release()`: its connection is closed (so
-    no `KEEP` lease stays bound to it), on its loop if that still runs."""
-    conn, box[0] = box[0], None
-    if conn is None:
-        return
-    try:
-        asyncio.get_running_loop().create_task(conn.disconnect())
-    except RuntimeError:
-        pass  # no loop: its sockets close with it
+    """A hold collected without `release()`: if the server keeps its lease,
+    the shared connection is replaced so that the binding ends (the holds
+    that live bind again on their next round)."""
+    kept, box[0] = box[0], None
+    if kept is not None:
+        kept.reset_soon()
 
 
 class _Hold(Commands):
@@ -128,43 +118,50 @@ class _Hold(Commands):
         self._box: list[Any] = [None]
         self._finalizer: Optional[weakref.finalize] = None
         self._io = asyncio.Lock()
-        self._watcher: Optional[asyncio.Task[None]] = None
+        self._keeper: Optional[Keeper] = None
+        self._stopped = True
+        # The task running this hold's round, and a lock it holds meanwhile:
+        # `_end` waits for a round under way.
+        self._round: Optional[asyncio.Task[Any]] = None
+        self._watching = asyncio.Lock()
+        self._gen = 0
         self._guarded: Optional[asyncio.Task[Any]] = None
         self._depth = 0
         self._lease_until = 0.0
         self._ids = True
-        self._bound = False
+        # The keeper's epoch when the lease was bound to it (`KEEP`).
+        self._bound_epoch = -1
+        self._unsure = False
 
     @property
-    def _conn(self) -> Any:
-        return self._box[0]
+    def _bound(self) -> bool:
+        return self._keeper is not None and self._bound_epoch == self._keeper.epoch
 
-    @_conn.setter
-    def _conn(self, conn: Any) -> None:
-        self._box[0] = conn
-
-    async def _call(self, args: Sequence[Any], limit: Optional[float] = None) -> Any:
-        """One command on the hold's connection, taking at most `limit`
-        seconds on the wire (None: the connection's own timeout)."""
+    async def _call(self, args: Sequence[Any], limit: Optional[float] = None, wait: bool = False) -> Any:
+        """One command, waiting for its reply at most `limit` seconds: a wait
+        (`wait`) on a connection of its own, closed after it; anything else
+        on the shared connection, whose `KEEP` bindings it then carries."""
         async with self._io:
-            if self._conn is None:
-                self._conn = await self._source.get(str(args[0]))
-            conn = self._conn
             try:
-                await conn.send_command(*args)
-                # Not `read_response(timeout=...)`: redis.asyncio answers None
-                # when that passes, which reads as "not acquired".
-                return await asyncio.wait_for(conn.read_response(), limit)
-            except asyncio.TimeoutError:
-                await conn.disconnect()
-                self._bound = False
-                raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
+                if not wait:
+                    if self._keeper is None:
+                        self._keeper = await self._source.keeper()
+                    k = self._keeper
+                    async with k.lock:  # the epoch the command went out on
+                        reply = await k.call(args, limit)
+                        if "KEEP" in args:
+                            self._bound_epoch = k.epoch
+                            self._box[0] = k
+                    return reply
+                conn = await self._source.make(socket_timeout=None)
+                try:
+                    return await asyncio.wait_for(exchange(conn, args), limit)
+                except asyncio.TimeoutError:
+                    raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
+                finally:
+                    await conn.disconnect()
             except redis.ResponseError as e:
                 raise translate(e) from None
-            except CONNECTION_ERRORS:
-                await conn.disconnect()
-                self._bound = False
-                raise
 
     async def _send(self, make: Callable[[Optional[float]], list[Any]], phase: str,
                     deadline: Optional[float], wait: bool = False) -> Any:
@@ -180,7 +177,7 @@ class _Hold(Commands):
             limit = (FOREVER if left is None else left + 5.0) if wait else (
                 None if left is None else max(left, 0.05))
             try:
-                return await self._call(with_id(make(left), rid), limit)
+                return await self._call(with_id(make(left), rid), limit, wait)
             except Exception as e:
                 if rid is not None and is_unknown_option(e):
                     self._ids, rid = False, None
@@ -194,13 +191,14 @@ class _Hold(Commands):
                 await asyncio.sleep(p)
 
     async def _give_back(self, clean: bool = True) -> None:
+        """The hold is over; unless nothing of it can still be bound
+        (`clean`), the shared connection is replaced (see `padlock.Lock`)."""
         async with self._io:
-            self._bound = False
-            if self._conn is not None:
-                if not clean:
-                    await self._conn.disconnect()
-                await self._source.put(self._conn)
-                self._conn = None
+            self._bound_epoch = -1
+            kept, self._box[0] = self._box[0], None
+            if not clean and kept is not None:
+                async with kept.lock:
+                    await kept.reset()
 
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
         if self._depth == 0 and self._own_holder is None:
@@ -214,8 +212,9 @@ class _Hold(Commands):
             deadline = start + ttl
 
         def make(left: Optional[float]) -> list[Any]:
+            # A wait's grant is bound afterwards, on the shared connection.
             args = self._acquire_cmd(blocking, left)
-            return args + ["KEEP"] if self.keep else args
+            return args + ["KEEP"] if self.keep and not blocking else args
 
         while True:
             try:
@@ -237,20 +236,23 @@ class _Hold(Commands):
         self._depth += 1
         COUNTS.took(self.key, self.holder)
         self._lease_until = start + ttl
-        self._bound = self.keep
         if self._depth == 1:
             self.lost.clear()
             self._held_since = start
             if self.renews:
                 # Weakly: a hold dropped unreleased is collected and stops
-                # renewing (its connection closed, see `_collected`).
-                interval = max(self.ttl_ms / 3000.0, 0.001)
-                self._watcher = asyncio.create_task(_watch(weakref.ref(self), interval))
+                # renewing (its binding ends, see `_collected`).
+                self._stopped = False
+                self._gen += 1
+                scheduler().add(self, loop.time() + self._interval(), self._gen)
                 if self._finalizer is None:
                     self._finalizer = weakref.finalize(self, _collected, self._box)
-        if self.renews and blocking and self._lease_until - loop.time() < ttl * 2 / 3:
+        if self.renews and blocking and (self.keep or self._lease_until - loop.time() < ttl * 2 / 3):
             await self.renew()
         return reply
+
+    def _interval(self) -> float:
+        return max(self.ttl_ms / 3000.0, 0.001)
 
     async def release(self) -> None:
         """Gives back one hold (see `padlock.Lock.release`)."""
@@ -293,32 +295,41 @@ class _Hold(Commands):
         if self._depth:
             COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None and watcher is not asyncio.current_task():
-            watcher.cancel()
-            try:
-                await watcher
-            except asyncio.CancelledError:
+        self._stopped = True
+        if self._round is not None and self._round is not asyncio.current_task():
+            async with self._watching:  # a round under way ends first
                 pass
         await self._give_back(clean)
 
-    async def _watch_once(self) -> bool:
-        """One renewal round; False when the watcher should stop."""
+    async def _watch_once(self, gen: int) -> Optional[float]:
+        """One round of the shared watcher: when the next is due (loop
+        time), or None when this hold needs no more (or a later acquire
+        watches it)."""
+        if self._stopped or gen != self._gen:
+            return None
         loop = asyncio.get_running_loop()
-        if self._past_max_hold(loop.time()):
-            await asyncio.sleep(max(0.0, self._lease_until - loop.time()))
-            await self._mark_lost()
-            return False
-        try:
-            renewed = await self._look() if self._bound else await self.renew()
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - the watcher must never die silently
-            renewed = False
-        if not renewed:
-            await self._mark_lost()
-            return False
-        return True
+        async with self._watching:
+            self._round = asyncio.current_task()
+            try:
+                if self._stopped:
+                    return None
+                if self._past_max_hold(loop.time()):
+                    if loop.time() < self._lease_until:
+                        return self._lease_until
+                    await self._mark_lost()
+                    return None
+                try:
+                    renewed = await self._look() if self._bound else await self.renew()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - the watcher must never die silently
+                    renewed = False
+                if not renewed and not self._stopped:
+                    await self._mark_lost()
+                    return None
+                return None if self._stopped else loop.time() + self._interval()
+            finally:
+                self._round = None
 
     def _past_max_hold(self, now: float) -> bool:
         """Whether one more renewal would carry the lease past `max_hold`."""
@@ -336,10 +347,10 @@ class _Hold(Commands):
             cmd: list[Any] = args + ["KEEP"] if self.keep else args
             try:
                 await self._send(lambda _: cmd, "renew", self._lease_until)
-            except Exception:
+            except Exception as e:
+                self._unsure = verdict(e, "renew") is not Verdict.LOST
                 return False
         self._lease_until = start + self.ttl_ms / 1000.0
-        self._bound = self.keep
         return True
 
     async def _look(self) -> bool:
@@ -364,7 +375,9 @@ class _Hold(Commands):
         if self._depth:
             COUNTS.gave(self.key, self.holder, self._depth)
         self._depth = 0
-        await self._give_back(clean=False)
+        self._stopped = True
+        await self._give_back(clean=not self._unsure)
+        self._unsure = False
         self.lost.set()
         if self.on_lost is not None:
             self.on_lost(self)

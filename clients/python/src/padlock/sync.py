@@ -124,6 +124,7 @@ class _Hold(Commands):
         self._stop = threading.Event()
         # Held by the watcher during this hold's round: `_end` waits for it.
         self._watching = threading.RLock()
+        self._gen = 0
         self._depth = 0
         # When the lease may run out at the earliest (monotonic): the send
         # time of the latest request that set it, plus the ttl.
@@ -328,18 +329,19 @@ class _Hold(Commands):
         self._stop = threading.Event()
         # The watcher holds the hold weakly: a hold dropped unreleased is
         # collected, and then stops renewing (and its binding ends).
-        SCHEDULER.add(self, time.monotonic() + self._interval())
+        self._gen += 1
+        SCHEDULER.add(self, time.monotonic() + self._interval(), self._gen)
         if self._finalizer is None:
             self._finalizer = weakref.finalize(self, _collected, self._box, self._stop)
 
     def _interval(self) -> float:
         return max(self.ttl_ms / 3000.0, 0.001)
 
-    def _watch_once(self) -> Optional[float]:
+    def _watch_once(self, gen: int) -> Optional[float]:
         """One round of the shared watcher: when the next is due, or None
-        when this hold needs no more."""
+        when this hold needs no more (or a later acquire watches it)."""
         stop = self._stop
-        if stop.is_set():
+        if stop.is_set() or gen != self._gen:
             return None
         with self._watching:
             if stop.is_set():

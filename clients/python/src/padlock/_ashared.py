@@ -1,0 +1,160 @@
+"""What the asyncio holds of an event loop share (as `_shared` for the
+blocking ones): one watcher task for all of them, and per server one
+connection (the keeper) that carries their commands and `KEEP` bindings."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import weakref
+from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
+
+import redis
+
+from ._retry import CONNECTION_ERRORS
+
+
+class Watched(Protocol):
+    async def _watch_once(self, gen: int) -> Optional[float]:
+        """One round of the watching that started as `gen`: the loop time
+        of the next one, or None to stop."""
+
+
+class Scheduler:
+    """One task per event loop for every hold's rounds, earliest first;
+    holds are held weakly."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, "weakref.ref[Any]", int]] = []
+        self._seq = itertools.count()
+        # Set when a round is added while the task sleeps.
+        self._waiter: Optional[asyncio.Future[None]] = None
+        self._task: Optional[asyncio.Task[None]] = None
+
+    def add(self, hold: Watched, at: float, gen: int) -> None:
+        heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold), gen))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def tasks(self) -> int:
+        return int(self._task is not None and not self._task.done())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._heap or self._heap[0][0] > loop.time():
+                wait = None if not self._heap else self._heap[0][0] - loop.time()
+                # `asyncio.wait`, not `wait_for`: a cancellation (the loop
+                # closing) must never be lost to a wake-up at the same time.
+                self._waiter = loop.create_future()
+                try:
+                    await asyncio.wait([self._waiter], timeout=wait)
+                finally:
+                    self._waiter = None
+            _, _, ref, gen = heapq.heappop(self._heap)
+            hold = ref()
+            if hold is None:
+                continue
+            try:
+                nxt = await hold._watch_once(gen)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - one hold's failure must not stop the others
+                nxt = None
+            if nxt is not None:
+                heapq.heappush(self._heap, (nxt, next(self._seq), weakref.ref(hold), gen))
+            del hold
+
+
+_SCHEDULERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Scheduler]" = weakref.WeakKeyDictionary()
+
+
+def scheduler() -> Scheduler:
+    """The running loop's scheduler."""
+    loop = asyncio.get_running_loop()
+    s = _SCHEDULERS.get(loop)
+    if s is None:
+        s = _SCHEDULERS[loop] = Scheduler()
+    return s
+
+
+async def exchange(conn: Any, args: Sequence[Any]) -> Any:
+    await conn.send_command(*args)
+    return await conn.read_response()
+
+
+class Keeper:
+    """The connection one server's holds share on one loop (made for
+    padlock, not taken from the application's pool). Calls are serialized;
+    each waits for its reply at most its limit."""
+
+    def __init__(self, make: Callable[[], Awaitable[Any]]) -> None:
+        self._make = make
+        self._conn: Any = None
+        self.lock = asyncio.Lock()
+        #: Bumped whenever the connection goes: bindings made on an earlier
+        #: one are gone.
+        self.epoch = 0
+
+    async def call(self, args: Sequence[Any], limit: Optional[float]) -> Any:
+        if self._conn is None:
+            self._conn = await self._make()
+        conn = self._conn
+        try:
+            # The limit covers connecting too (a half-open peer never
+            # answers the handshake). Not `read_response(timeout=...)`:
+            # redis.asyncio answers None when that passes, which reads as
+            # "not acquired".
+            return await asyncio.wait_for(exchange(conn, args), limit)
+        except asyncio.TimeoutError:
+            await self.reset()
+            raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
+        except CONNECTION_ERRORS:
+            await self.reset()
+            raise
+
+    async def reset(self) -> None:
+        """Closes the connection: every binding on it ends (the holds that
+        still live see `epoch` move and bind again on their next round)."""
+        self.epoch += 1
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.disconnect()
+
+    def reset_soon(self) -> None:
+        """`reset` from outside the loop's tasks (a finalizer)."""
+        self.epoch += 1
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                asyncio.get_running_loop().create_task(conn.disconnect())
+            except RuntimeError:
+                pass  # no loop: its sockets close with it
+
+    def connections(self) -> int:
+        return int(self._conn is not None)
+
+
+_KEEPERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[Any, dict[str, Keeper]]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def keeper(owner: Any, node: str, make: Callable[[], Awaitable[Any]]) -> Keeper:
+    """The keeper of `owner` (a client) for `node` on the running loop."""
+    per_loop = _KEEPERS.setdefault(asyncio.get_running_loop(), weakref.WeakKeyDictionary())
+    nodes = per_loop.setdefault(owner, {})
+    k = nodes.get(node)
+    if k is None:
+        k = nodes[node] = Keeper(make)
+    return k
+
+
+def keeper_connections() -> int:
+    """Keeper connections open on the running loop."""
+    per_loop = _KEEPERS.get(asyncio.get_running_loop())
+    if per_loop is None:
+        return 0
+    return sum(k.connections() for nodes in per_loop.values() for k in nodes.values())
