@@ -1,6 +1,7 @@
-// One shape over ioredis and node-redis (`@redis/client` 5): a connection
-// of its own for each hold (so a `KEEP` lease lives exactly as long as the
-// hold), and integer replies read as strings, so that fences are exact bigints whatever a driver does with numbers.
+// One shape over ioredis and node-redis (`@redis/client` 5): connections
+// of padlock's own (the shared one of `shared.ts`, one per wait), with
+// integer replies read as strings, so that fences are exact bigints
+// whatever a driver does with numbers.
 
 export type Arg = string | number;
 

@@ -1,7 +1,9 @@
-// The life of one hold, whatever its kind: acquire (waiting server-side,
-// retrying a restart grace's -TRYAGAIN), renew every third of the ttl
-// (`EXTEND ... KEEP`, which also binds the lease again after a reconnect),
-// notice a lost hold, release.
+// The life of one hold, whatever its kind: acquire (waiting server-side on
+// a connection of its own, retrying a restart grace's -TRYAGAIN), a round
+// every third of the ttl on the shared timer (a read while the server keeps
+// the lease, `EXTEND ... KEEP` otherwise or after the shared connection was
+// replaced), notice a lost hold, release. Everything but a wait goes through
+// the client's shared connection (`shared.ts`).
 
 import { type Arg, type Backend, type Client, type Conn, backendOf } from "./backend.js";
 import { LockLostError, NotAcquiredError, NotHeldError, errorText, isTryAgain, translate } from "./errors.js";
@@ -18,6 +20,7 @@ import {
 } from "./retry.js";
 import { currentHolder, gave, newHolder, took } from "./holders.js";
 import { asMap } from "./replies.js";
+import { type Keeper, keeperOf, now, scheduler } from "./shared.js";
 
 export interface HoldOptions {
   /** Lease in milliseconds (default 30 s). */
@@ -58,20 +61,21 @@ export { newHolder } from "./holders.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Monotonic milliseconds. */
-const now = (): number => performance.now();
-
 export function blockArgs(blocking: boolean, timeout: number | undefined): Arg[] {
   if (!blocking) return [];
   return ["BLOCK", timeout === undefined ? 0 : Math.max(1, Math.round(timeout))];
 }
 
-/** A hold collected without `release()`: its connection is closed, so that
- * no `KEEP` lease stays bound to it (only `release()` ends a hold promptly). */
-const collected = new FinalizationRegistry<{ conn?: Conn }>((box) => {
-  const conn = box.conn;
-  box.conn = undefined;
-  void conn?.close().catch(() => undefined);
+/** A hold collected without `release()`: if the server keeps its lease,
+ * the shared connection is replaced so that the binding ends (the holds
+ * that live bind again); only `release()` ends a hold promptly. */
+const collected = new FinalizationRegistry<{ kept?: Keeper; user?: Keeper }>((box) => {
+  const kept = box.kept;
+  box.kept = undefined;
+  if (kept !== undefined) void kept.reset();
+  const user = box.user;
+  box.user = undefined;
+  user?.done();
 });
 
 export abstract class Hold implements AsyncDisposable {
@@ -87,25 +91,26 @@ export abstract class Hold implements AsyncDisposable {
   lost = false;
   protected depth = 0;
   private readonly backend: Backend;
-  /** The hold's connection, in a box the finalizer can reach without the
-   * hold (see `collected`). */
-  private readonly box: { conn?: Conn } = {};
-  private get conn(): Conn | undefined {
-    return this.box.conn;
-  }
-  private set conn(c: Conn | undefined) {
-    this.box.conn = c;
-  }
+  private readonly keeper: Keeper;
+  /** What the finalizer needs without the hold (see `collected`): the
+   * keeper while a lease of this hold may be bound to it, and while this
+   * hold counts as one of its users. */
+  private readonly box: { kept?: Keeper; user?: Keeper } = {};
   private queue: Promise<unknown> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
+  /** Rounds of the watching that started last (older ones stop). */
+  private gen = 0;
+  private watching = false;
   private controller = new AbortController();
-  private renewing = false;
   private ids = true;
+  private unsure = false;
   /** When the lease may run out at the earliest (monotonic ms). */
   private leaseUntil = 0;
   private heldSince = 0;
-  /** The lease is bound (`KEEP`) to the connection the hold has now. */
-  private bound = false;
+  /** The keeper's epoch the lease was bound (`KEEP`) on. */
+  private boundEpoch = -1;
+  private get bound(): boolean {
+    return this.boundEpoch === this.keeper.epoch;
+  }
   private readonly ownHolder: string | undefined;
   private readonly fallbackHolder: string;
 
@@ -115,6 +120,7 @@ export abstract class Hold implements AsyncDisposable {
     options: HoldOptions = {},
   ) {
     this.backend = backendOf(client);
+    this.keeper = keeperOf(client, this.backend);
     this.ownHolder = options.holder;
     this.fallbackHolder = options.fallbackHolder ?? newHolder();
     this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
@@ -160,17 +166,52 @@ export abstract class Hold implements AsyncDisposable {
     return this.depth > 0 && !this.lost && now() < this.leaseUntil;
   }
 
-  /** Runs commands on this hold's connection, one at a time, each within
-   * `limit` ms on the wire (undefined: no limit, for a server-side wait).
-   * `open`: whether it may open the connection. A connection that failed
-   * or timed out is closed: the next command opens a fresh one. */
-  protected call(args: Arg[], limit?: number, open = true, signal?: AbortSignal): Promise<unknown> {
+  /** Runs this hold's commands one at a time, each within `limit` ms on
+   * the wire (undefined: no limit, for a server-side wait). A wait (`wait`)
+   * runs on a connection of its own, closed after it (an abort closes it at
+   * once, which drops the server-side wait); anything else on the shared
+   * connection, whose `KEEP` bindings it then carries. A shared connection
+   * that failed or timed out is replaced. */
+  protected call(args: Arg[], limit?: number, wait = false, signal?: AbortSignal): Promise<unknown> {
     const run = async () => {
-      if (this.conn === undefined) {
-        if (!open) throw new NotHeldError(`${this.key}: not held by ${this.holder}`);
-        this.conn = await this.backend.open();
+      if (!wait) {
+        try {
+          const { reply, epoch } = await this.keeper.call(async (conn) => {
+            try {
+              return await this.exchange(conn, args, limit);
+            } catch (e) {
+              // A failed or silent shared connection is replaced (its
+              // holds bind again on their next round).
+              if (!isServerError(translate(e))) await this.keeper.reset();
+              throw e;
+            }
+          }, limit);
+          if (args.includes("KEEP")) {
+            this.boundEpoch = epoch;
+            this.box.kept = this.keeper;
+          }
+          return reply;
+        } catch (e) {
+          throw translate(e);
+        }
       }
-      const conn = this.conn;
+      const conn = await this.backend.open();
+      try {
+        return await this.exchange(conn, args, limit, signal);
+      } catch (e) {
+        throw translate(e);
+      } finally {
+        await conn.close().catch(() => undefined);
+      }
+    };
+    const result = this.queue.then(run, run);
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  /** One command on `conn`, cut at `limit` ms or when `signal` aborts. */
+  private async exchange(conn: Conn, args: Arg[], limit: number | undefined, signal?: AbortSignal): Promise<unknown> {
+    {
       let timer: NodeJS.Timeout | undefined;
       let onAbort: (() => void) | undefined;
       const cut = new Promise<never>((_, reject) => {
@@ -185,23 +226,11 @@ export abstract class Hold implements AsyncDisposable {
       });
       try {
         return await Promise.race([conn.call(args), cut]);
-      } catch (e) {
-        const err = translate(e);
-        if (!isServerError(err) || signal?.aborted) {
-          // Closing also drops a server-side wait of this connection.
-          this.bound = false;
-          if (this.conn === conn) this.conn = undefined;
-          await conn.close().catch(() => undefined);
-        }
-        throw err;
       } finally {
         clearTimeout(timer);
         if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
       }
-    };
-    const result = this.queue.then(run, run);
-    this.queue = result.catch(() => undefined);
-    return result;
+    }
   }
 
   /** One changing request with one request-id, sent until answered or
@@ -211,7 +240,6 @@ export abstract class Hold implements AsyncDisposable {
     phase: string,
     deadline: number | undefined,
     wait = false,
-    open = true,
     signal?: AbortSignal,
   ): Promise<unknown> {
     let rid: string | undefined = this.ids ? requestId() : undefined;
@@ -221,7 +249,7 @@ export abstract class Hold implements AsyncDisposable {
       // most the time left.
       const limit = wait ? (left === undefined ? undefined : left + 5000) : Math.max(left ?? 30_000, 50);
       try {
-        return await this.call(withId(make(left), rid), limit, open, signal);
+        return await this.call(withId(make(left), rid), limit, wait, signal);
       } catch (e) {
         if (signal?.aborted) throw e;
         if (rid !== undefined && isUnknownOption(e)) {
@@ -238,11 +266,17 @@ export abstract class Hold implements AsyncDisposable {
     }
   }
 
-  private async closeConn(): Promise<void> {
-    this.bound = false;
-    const conn = this.conn;
-    this.conn = undefined;
-    if (conn) await conn.close();
+  /** The hold is over: nothing of it stays bound (`clean`: the server
+   * said so, or it released; otherwise the shared connection is replaced),
+   * and it no longer keeps the shared connection open. */
+  private async letGo(clean = true): Promise<void> {
+    this.boundEpoch = -1;
+    const kept = this.box.kept;
+    this.box.kept = undefined;
+    if (!clean && kept !== undefined) await kept.reset();
+    const user = this.box.user;
+    this.box.user = undefined;
+    user?.done();
   }
 
   protected async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
@@ -255,31 +289,35 @@ export abstract class Hold implements AsyncDisposable {
         : start + options.timeout
       : start + this.ttl;
     const make = (left: number | undefined): Arg[] => {
+      // A wait's grant is bound afterwards, on the shared connection.
       const args = this.acquireArgs(blocking, left);
-      if (this.keep) args.push("KEEP");
+      if (this.keep && !blocking) args.push("KEEP");
       return args;
     };
+    if (this.box.user === undefined) {
+      this.keeper.use();
+      this.box.user = this.keeper;
+    }
     let reply: unknown;
     for (;;) {
       try {
-        reply = await this.send(make, blocking ? "acquire" : "try", deadline, blocking, true, options.signal);
+        reply = await this.send(make, blocking ? "acquire" : "try", deadline, blocking, options.signal);
         break;
       } catch (e) {
         if (this.keep && !this.ids && isUnknownOption(e)) {
           this.keep = false; // an older server: the watcher renews instead
           continue;
         }
-        if (this.depth === 0) await this.closeConn();
+        if (this.depth === 0) await this.letGo(blocking || isServerError(e));
         if (blocking && isTryAgain(e)) return null;
         throw e;
       }
     }
     if (reply === null || reply === undefined) {
-      if (this.depth === 0) await this.closeConn();
+      if (this.depth === 0) await this.letGo();
       return null;
     }
     this.leaseUntil = start + this.ttl;
-    this.bound = this.keep;
     took(this.key, this.holder);
     if (++this.depth === 1) {
       this.heldSince = start;
@@ -287,8 +325,9 @@ export abstract class Hold implements AsyncDisposable {
       this.controller = new AbortController();
       if (this.renews) this.startWatcher();
     }
-    // Granted after a wait: the lease is known from a send time once renewed.
-    if (this.renews && blocking && this.leaseUntil - now() < (this.ttl * 2) / 3) await this.renew();
+    // Granted after a wait: bound now (`KEEP`), and the lease known from a
+    // send time once renewed.
+    if (this.renews && blocking && (this.keep || this.leaseUntil - now() < (this.ttl * 2) / 3)) await this.renew();
     return reply;
   }
 
@@ -304,7 +343,7 @@ export abstract class Hold implements AsyncDisposable {
       reply = await this.send(() => this.releaseArgs(), "release", deadline);
     } catch (e) {
       const v = verdict(e, "release");
-      await this.end();
+      await this.end(v === Verdict.Lost);
       if (v === Verdict.Lost && !(e instanceof NotHeldError)) {
         throw new NotHeldError(lostMessage(this.key, this.holder, e));
       }
@@ -314,7 +353,7 @@ export abstract class Hold implements AsyncDisposable {
     const others = gave(this.key, this.holder);
     if (this.releasedAll(reply)) await this.end();
     // Other objects of this holder still hold the key: this one is done
-    // (its connection closes; theirs renew and bind their own).
+    // (the binding is the lease's, which they share).
     else if (this.depth === 0 && others) await this.end();
     else if (this.depth === 0) await this.releaseRest();
   }
@@ -330,54 +369,51 @@ export abstract class Hold implements AsyncDisposable {
       } catch {
         break;
       }
-      if (this.releasedAll(reply)) break;
+      if (this.releasedAll(reply)) {
+        await this.end();
+        return;
+      }
     }
-    await this.end();
+    await this.end(false);
   }
 
-  private async end(): Promise<void> {
+  private async end(clean = true): Promise<void> {
     collected.unregister(this);
     if (this.depth) gave(this.key, this.holder, this.depth);
     this.depth = 0;
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.closeConn();
+    this.watching = false;
+    await this.letGo(clean);
+  }
+
+  private interval(): number {
+    return Math.max(1, Math.floor(this.ttl / 3));
   }
 
   private startWatcher(): void {
-    const every = Math.max(1, Math.floor(this.ttl / 3));
-    // The timer holds the hold weakly: one dropped unreleased is collected,
-    // and then stops renewing (and its connection closes: `collected`).
-    const ref = new WeakRef(this);
-    const timer = setInterval(() => {
-      const hold = ref.deref();
-      if (hold === undefined) clearInterval(timer);
-      else hold.watchOnce();
-    }, every);
-    timer.unref();
-    this.timer = timer;
+    this.watching = true;
+    // The shared timer holds the hold weakly: one dropped unreleased is
+    // collected, and then stops renewing (its binding ends: `collected`).
+    scheduler.add(this, now() + this.interval(), ++this.gen);
     collected.register(this, this.box, this);
   }
 
-  /** One renewal round of the watcher. */
-  private watchOnce(): void {
-    if (this.renewing) return;
+  /** @internal One round of the shared timer: when the next is due, or
+   * undefined when this hold needs no more. */
+  async watchOnce(gen: number): Promise<number | undefined> {
+    if (!this.watching || gen !== this.gen) return undefined;
     if (this.maxHold !== undefined && now() + this.ttl > this.heldSince + this.maxHold) {
       // No renewal past `maxHold`: the lease runs out, then the hold is lost.
-      clearInterval(this.timer);
-      const ref = new WeakRef(this);
-      const t = setTimeout(() => void ref.deref()?.markLost(), Math.max(0, this.leaseUntil - now()));
-      t.unref();
-      this.timer = t;
-      return;
+      if (now() < this.leaseUntil) return this.leaseUntil;
+      await this.markLost();
+      return undefined;
     }
-    this.renewing = true;
-    void (this.bound ? this.look() : this.renew())
-      .catch(() => false)
-      .then((ok) => {
-        this.renewing = false;
-        if (!ok && this.timer !== undefined) void this.markLost();
-      });
+    const ok = await (this.bound ? this.look() : this.renew()).catch(() => false);
+    if (!this.watching || gen !== this.gen) return undefined;
+    if (!ok) {
+      await this.markLost();
+      return undefined;
+    }
+    return now() + this.interval();
   }
 
   /** Resets the lease now (and binds `KEEP` again). False when the hold is
@@ -389,13 +425,15 @@ export abstract class Hold implements AsyncDisposable {
     for (const args of this.extendArgs()) {
       if (this.keep) args.push("KEEP");
       try {
-        await this.send(() => args, "renew", this.leaseUntil, false, true);
-      } catch {
+        await this.send(() => args, "renew", this.leaseUntil);
+      } catch (e) {
+        // Unless the server said the hold is gone, its lease may still be
+        // bound: `markLost` then ends the binding.
+        this.unsure = verdict(e, "renew") !== Verdict.Lost;
         return false;
       }
     }
     this.leaseUntil = start + this.ttl;
-    this.bound = this.keep;
     return true;
   }
 
@@ -426,11 +464,11 @@ export abstract class Hold implements AsyncDisposable {
     this.lost = true;
     gave(this.key, this.holder, this.depth);
     this.depth = 0;
-    clearInterval(this.timer);
-    this.timer = undefined;
-    // Nothing is held: the connection goes at once (a process with lost
-    // holds exits).
-    await this.closeConn().catch(() => undefined);
+    this.watching = false;
+    // Nothing is held: nothing of it stays bound, and it no longer keeps
+    // the shared connection open (a process with lost holds exits).
+    await this.letGo(!this.unsure).catch(() => undefined);
+    this.unsure = false;
     this.controller.abort(new LockLostError(`${this.key}: the hold was lost`));
     this.onLost?.(this);
   }

@@ -149,6 +149,26 @@ test("deadlocks carry the cycle, the graph is data and DOT", async () => {
   await waiter.release();
 });
 
+test("a thousand holds share one timer and one connection, and are watched with reads", async () => {
+  const { scheduler } = await import("../src/shared.js");
+  const client = server.ioredis();
+  const locks = Array.from({ length: 1000 }, (_, i) => new Lock(client, `many:${i}`, { ttl: 900 }));
+  for (const lock of locks) assert.ok((await lock.acquire({ blocking: false })) !== null);
+  assert.equal(scheduler.timers, 1, "one timer for every hold");
+  const clients = String(await r.call("CLIENT", "LIST")).trim().split("\n");
+  assert.ok(clients.length <= 4, `${clients.length} connections: one shared, the test's own, none per hold`);
+  await r.call("CONFIG", "RESETSTAT");
+  await sleep(1500);
+  const stats = String(await r.call("INFO", "commandstats"));
+  assert.ok(!stats.includes("cmdstat_lock.extend"), "kept leases are watched with reads");
+  const calls = Number(/cmdstat_lock\.info:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  assert.ok(calls >= 1000, `${calls} reads`);
+  assert.ok(locks.every((l) => l.held));
+  for (const lock of locks) await lock.release();
+  assert.equal(await r.dbsize(), 0);
+  client.disconnect();
+});
+
 test("top lists the keys with the most waiters", async () => {
   const owner = new Lock(r, "hot", { holder: "owner", ttl: 5000 });
   await owner.acquire();

@@ -1,0 +1,192 @@
+// What the holds of a process share: one timer for every hold's rounds
+// (earliest first), and per client object one connection (the keeper) that
+// carries their commands and `KEEP` bindings. A thousand holds are one
+// timer and one connection, plus a connection for each wait while it waits.
+
+import type { Backend, Client, Conn } from "./backend.js";
+import { CallTimeoutError } from "./retry.js";
+
+/** Monotonic milliseconds. */
+export const now = (): number => performance.now();
+
+interface Watched {
+  /** One round of the watching that started as `gen`: when the next is due
+   * (monotonic ms), or undefined to stop. */
+  watchOnce(gen: number): Promise<number | undefined>;
+}
+
+interface Entry {
+  at: number;
+  seq: number;
+  ref: WeakRef<Watched>;
+  gen: number;
+}
+
+/** Rounds in due order on one timer; holds are held weakly (a hold dropped
+ * unreleased is collected, not kept alive by its rounds). */
+class Scheduler {
+  private heap: Entry[] = [];
+  private seq = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+
+  add(hold: Watched, at: number, gen: number): void {
+    this.push({ at, seq: this.seq++, ref: new WeakRef(hold), gen });
+    this.arm();
+  }
+
+  /** Timers running (0 or 1). */
+  get timers(): number {
+    return this.timer === undefined ? 0 : 1;
+  }
+
+  private arm(): void {
+    const first = this.heap[0];
+    if (first === undefined || first.at >= this.timerAt) return;
+    clearTimeout(this.timer);
+    this.timerAt = first.at;
+    this.timer = setTimeout(() => this.fire(), Math.max(0, first.at - now()));
+    // Rounds never keep a process alive on their own.
+    this.timer.unref();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const t = now();
+    while (this.heap.length > 0 && this.heap[0].at <= t) {
+      const e = this.pop();
+      const hold = e.ref.deref();
+      if (hold === undefined) continue;
+      void hold
+        .watchOnce(e.gen)
+        .catch(() => undefined)
+        .then((next) => {
+          if (next !== undefined) this.add(hold, next, e.gen);
+        });
+    }
+    this.arm();
+  }
+
+  private push(e: Entry): void {
+    const h = this.heap;
+    h.push(e);
+    for (let i = h.length - 1; i > 0; ) {
+      const p = (i - 1) >> 1;
+      if (!before(h[i], h[p])) break;
+      [h[i], h[p]] = [h[p], h[i]];
+      i = p;
+    }
+  }
+
+  private pop(): Entry {
+    const h = this.heap;
+    const top = h[0];
+    const last = h.pop() as Entry;
+    if (h.length > 0) {
+      h[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && before(h[l], h[m])) m = l;
+        if (r < h.length && before(h[r], h[m])) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m], h[i]];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+const before = (a: Entry, b: Entry): boolean => a.at < b.at || (a.at === b.at && a.seq < b.seq);
+
+export const scheduler = new Scheduler();
+
+/** The connection the holds of one client share. Commands run one at a
+ * time; it is open only while a hold uses it (`use`/`done`), so a process
+ * whose holds are over can exit. */
+export class Keeper {
+  private conn: Conn | undefined;
+  private opening: Promise<Conn> | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private users = 0;
+  /** Bumped whenever the connection goes: bindings made on an earlier one
+   * are gone. */
+  epoch = 0;
+
+  constructor(private readonly backend: Backend) {}
+
+  use(): void {
+    this.users++;
+  }
+
+  done(): void {
+    if (--this.users <= 0) {
+      this.users = 0;
+      void this.reset();
+    }
+  }
+
+  /** `args` on the shared connection after the commands before it; the
+   * epoch it went out on comes with the reply. */
+  call(run: (conn: Conn) => Promise<unknown>, limit?: number): Promise<{ reply: unknown; epoch: number }> {
+    const go = async () => {
+      const conn = await this.open(limit);
+      const epoch = this.epoch;
+      return { reply: await run(conn), epoch };
+    };
+    const result = this.queue.then(go, go);
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  /** The connection, opened within `limit` ms when there is none (a
+   * half-open peer never completes the handshake: the opening is dropped). */
+  private async open(limit?: number): Promise<Conn> {
+    if (this.conn !== undefined) return this.conn;
+    const opening = (this.opening ??= this.backend.open().finally(() => {
+      this.opening = undefined;
+    }));
+    let timer: NodeJS.Timeout | undefined;
+    const cut = new Promise<never>((_, reject) => {
+      if (limit !== undefined) timer = setTimeout(() => reject(new CallTimeoutError(`not connected within ${limit} ms`)), limit);
+    });
+    try {
+      this.conn = await Promise.race([opening, cut]);
+    } catch (e) {
+      // Late or failed: closed when it comes, and the next call tries anew.
+      if (this.opening === opening) this.opening = undefined;
+      void opening.then((c) => c.close()).catch(() => undefined);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.conn;
+  }
+
+  /** Closes the connection: every binding on it ends (the holds that still
+   * live see `epoch` move and bind again on their next round). */
+  async reset(): Promise<void> {
+    this.epoch++;
+    const conn = this.conn;
+    this.conn = undefined;
+    if (conn !== undefined) await conn.close().catch(() => undefined);
+  }
+
+  get isOpen(): boolean {
+    return this.conn !== undefined;
+  }
+}
+
+const keepers = new WeakMap<Client, Keeper>();
+
+export function keeperOf(client: Client, backend: Backend): Keeper {
+  let k = keepers.get(client);
+  if (k === undefined) {
+    k = new Keeper(backend);
+    keepers.set(client, k);
+  }
+  return k;
+}
