@@ -41,18 +41,14 @@ SYNTAX = {
 SPEC = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "SPEC.md"
 
 
-from reference import as_dict, render, text  # noqa: E402  (scripts/, one renderer for docs and tests)
+import reference  # noqa: E402  (scripts/: one renderer and one raw reply for docs and tests)
+from reference import as_dict, render, text  # noqa: E402
 
 
 def raw(r, *args):
     """A reply without redis-py's parsing (it reads every COMMAND reply as
     plain COMMAND's)."""
-    c = redis.Connection(port=r.connection_pool.connection_kwargs["port"])
-    try:
-        c.send_command(*args)
-        return c.read_response()
-    finally:
-        c.disconnect()
+    return reference.raw(r.connection_pool.connection_kwargs["port"], *args)
 
 
 def module_commands(r):

@@ -4,8 +4,7 @@ replicas (they apply effects; they do not decide)."""
 
 import time
 
-import redis
-
+import reference
 from conftest import Background, wait_blocked, wait_for
 
 KINDS = ("lock", "sem", "rwlock")
@@ -13,12 +12,7 @@ KINDS = ("lock", "sem", "rwlock")
 
 def info_text(client):
     """INFO padlock as the server wrote it (redis-py parses INFO)."""
-    c = redis.Connection(port=client.connection_pool.connection_kwargs["port"])
-    try:
-        c.send_command("INFO", "padlock")
-        return c.read_response().decode()
-    finally:
-        c.disconnect()
+    return reference.raw(client.connection_pool.connection_kwargs["port"], "INFO", "padlock").decode()
 
 
 def percentiles(client, what, kind):
