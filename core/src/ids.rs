@@ -10,10 +10,11 @@
 //! first. Nothing here reads a clock or a key: times come in, and "is it
 //! still held" is the glue's answer.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use super::error::Error;
+use super::hash::Map;
 
 /// Longest request-id in bytes.
 pub const MAX_ID_LEN: usize = 64;
@@ -63,39 +64,6 @@ pub struct Bounds {
     pub memory_ms: i64,
     pub per_holder: usize,
 }
-
-/// A quick multiply-rotate hash for the memory's maps: their keys come
-/// from clients, but a map only ever holds what `max-remembered-ids` and
-/// the held keys bound, and every command pays for the hashing.
-#[derive(Default, Clone, Copy)]
-pub struct Quick(u64);
-
-impl std::hash::Hasher for Quick {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w))
-                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write(&n.to_le_bytes());
-    }
-
-    /// Mixed, so that the low bits (a table's bucket) depend on every
-    /// input bit.
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h
-    }
-}
-
-type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Quick>>;
 
 /// A database's groups, by key and holder.
 type Keys = Map<Rc<[u8]>, Map<Rc<[u8]>, Group>>;
@@ -300,6 +268,37 @@ impl Memory {
             .into_iter()
             .flatten()
             .flat_map(|(h, g)| g.ids.iter().map(move |r| (&**h, r)))
+    }
+}
+
+/// A multiply-rotate hash for `print`: unkeyed, so that a print is the same
+/// on every server and after a restart (it is saved and replicated). Never
+/// used for a map (those are seeded: `hash::Map`).
+#[derive(Default, Clone, Copy)]
+struct Quick(u64);
+
+impl std::hash::Hasher for Quick {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write(&n.to_le_bytes());
+    }
+
+    /// Mixed, so that the low bits (a table's bucket) depend on every
+    /// input bit.
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
     }
 }
 

@@ -7,7 +7,8 @@
 //! nothing here scans all leases. The glue keeps one of these, renews what
 //! `due` names through the kind of each lease, and reports back.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use super::hash::{Map, Set};
+use std::collections::BTreeSet;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -29,9 +30,9 @@ pub struct Binding<P> {
 pub struct Bindings<K, P> {
     next: u64,
     /// The lease is kept once, shared by both maps.
-    by_id: HashMap<u64, (Rc<K>, Binding<P>)>,
-    by_lease: HashMap<Rc<K>, u64>,
-    by_client: HashMap<u64, HashSet<u64>>,
+    by_id: Map<u64, (Rc<K>, Binding<P>)>,
+    by_lease: Map<Rc<K>, u64>,
+    by_client: Map<u64, Set<u64>>,
     due: BTreeSet<(i64, u64)>,
 }
 
@@ -39,9 +40,9 @@ impl<K, P> Default for Bindings<K, P> {
     fn default() -> Self {
         Bindings {
             next: 1,
-            by_id: HashMap::new(),
-            by_lease: HashMap::new(),
-            by_client: HashMap::new(),
+            by_id: Map::default(),
+            by_lease: Map::default(),
+            by_client: Map::default(),
             due: BTreeSet::new(),
         }
     }

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod error;
 pub mod fence;
 pub mod grace;
+pub mod hash;
 pub mod ids;
 pub mod keep;
 pub mod leases;

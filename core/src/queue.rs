@@ -6,7 +6,8 @@
 //! other through the queues. A waiter may be granted only when it is first
 //! in the queue of every key it needs (`at_front_everywhere`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use super::hash::Map;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 
 pub type WaiterId = u64;
@@ -20,7 +21,7 @@ pub const FRONT: WaiterId = 1 << 40;
 pub struct Queues<K, T> {
     next: WaiterId,
     front: WaiterId,
-    by_key: HashMap<K, BTreeSet<WaiterId>>,
+    by_key: Map<K, BTreeSet<WaiterId>>,
     waiters: BTreeMap<WaiterId, (Vec<K>, T)>,
 }
 
@@ -29,7 +30,7 @@ impl<K: Hash + Eq + Clone, T> Default for Queues<K, T> {
         Queues {
             next: FRONT,
             front: FRONT - 1,
-            by_key: HashMap::new(),
+            by_key: Map::default(),
             waiters: BTreeMap::new(),
         }
     }

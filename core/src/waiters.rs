@@ -4,7 +4,8 @@
 //! free it (`watch`). The glue keeps one of these and asks it what is due;
 //! keeping the indexes in step with each other is this module's job alone.
 
-use std::collections::{BTreeSet, HashMap};
+use super::hash::Map;
+use std::collections::BTreeSet;
 use std::hash::Hash;
 
 use super::queue::{Queues, WaiterId};
@@ -21,18 +22,18 @@ pub struct Entry<W> {
 #[derive(Debug)]
 pub struct Waiters<K, W> {
     queues: Queues<K, Entry<W>>,
-    by_handle: HashMap<usize, WaiterId>,
+    by_handle: Map<usize, WaiterId>,
     timeouts: BTreeSet<(i64, WaiterId)>,
-    watch: HashMap<K, i64>,
+    watch: Map<K, i64>,
 }
 
 impl<K: Hash + Eq + Clone, W> Default for Waiters<K, W> {
     fn default() -> Self {
         Waiters {
             queues: Queues::default(),
-            by_handle: HashMap::new(),
+            by_handle: Map::default(),
             timeouts: BTreeSet::new(),
-            watch: HashMap::new(),
+            watch: Map::default(),
         }
     }
 }
@@ -202,7 +203,7 @@ mod tests {
     #[derive(Default)]
     struct Model {
         live: Vec<(WaiterId, Vec<u8>, usize, Option<i64>)>,
-        watch: HashMap<u8, i64>,
+        watch: Map<u8, i64>,
     }
 
     impl Model {

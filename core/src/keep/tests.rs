@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::collections::HashMap;
 
 #[test]
 fn renews_every_third_of_the_ttl() {
@@ -72,7 +73,7 @@ proptest! {
             prop_assert_eq!(b.len(), model.len());
             prop_assert_eq!(b.due.len(), model.len());
             prop_assert_eq!(b.by_lease.len(), model.len());
-            prop_assert_eq!(b.by_client.values().map(HashSet::len).sum::<usize>(), model.len());
+            prop_assert_eq!(b.by_client.values().map(Set::len).sum::<usize>(), model.len());
             prop_assert_eq!(b.next_due(), model.values().map(|(_, at)| *at).min());
         }
     }

@@ -21,7 +21,7 @@
 //! Redis, edges in its own registry) without holding anything across them:
 //! all reading happens in the first phase, the rest works on what was read.
 
-use std::collections::HashMap;
+use crate::hash::Map;
 use std::hash::Hash;
 
 use super::Node;
@@ -92,7 +92,7 @@ pub fn find_cycle<K: Hash + Eq + Clone>(
     // 1. Read what is reachable from the new request.
     let first: Vec<(K, Held)> = keys.iter().map(|k| (k.clone(), held(waiter, k))).collect();
     let mut read = first.len();
-    let mut edges: HashMap<Vec<u8>, Vec<(K, Held)>> = HashMap::new();
+    let mut edges: Map<Vec<u8>, Vec<(K, Held)>> = Map::default();
     let mut todo: Vec<Vec<u8>> = first
         .iter()
         .flat_map(|(_, h)| h.holders().cloned())
@@ -120,10 +120,10 @@ pub fn find_cycle<K: Hash + Eq + Clone>(
     // 2. Least fixed point of "stuck on waiter": each round sees only the
     //    holders stuck in earlier rounds, and notes the request that made
     //    a holder stuck.
-    let mut round: HashMap<&[u8], (usize, usize)> = HashMap::new();
+    let mut round: Map<&[u8], (usize, usize)> = Map::default();
     round.insert(waiter, (0, 0));
     let mut r = 0;
-    let stuck_first = |round: &HashMap<&[u8], (usize, usize)>| {
+    let stuck_first = |round: &Map<&[u8], (usize, usize)>| {
         first
             .iter()
             .position(|(_, h)| h.stuck(|y| round.contains_key(y)))

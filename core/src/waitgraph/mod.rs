@@ -14,8 +14,9 @@ mod cycle;
 #[cfg(test)]
 mod tests;
 
+use crate::hash::Map;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::hash::Hash;
 
 pub use cycle::{find_cycle, Found, Held};
@@ -59,7 +60,7 @@ impl<K> Edge<K> {
 }
 
 /// Adds (`on`) or removes a blocked edge's request in the complex index.
-fn mark<K: Hash + Eq + Clone>(complex: &mut HashMap<K, BTreeSet<u64>>, e: &Edge<K>, on: bool) {
+fn mark<K: Hash + Eq + Clone>(complex: &mut Map<K, BTreeSet<u64>>, e: &Edge<K>, on: bool) {
     let Source::Blocked(id) = e.source else {
         return;
     };
@@ -82,13 +83,13 @@ pub enum Node<K> {
 
 #[derive(Debug)]
 pub struct WaitGraph<K> {
-    edges: HashMap<Vec<u8>, Vec<Edge<K>>>,
+    edges: Map<Vec<u8>, Vec<Edge<K>>>,
     /// Per key, the blocked requests whose holder has another edge too (a
     /// multi-key request, a second client, a declared wait). A request
     /// whose holder waits for this key alone reaches only what the key's
     /// holders and the requests ahead of it reach, so a check on a lock or
     /// semaphore key reads these, not the whole queue (see `complex_ahead`).
-    complex: HashMap<K, BTreeSet<u64>>,
+    complex: Map<K, BTreeSet<u64>>,
     /// Declared edges (`LOCK.WAITFOR`), counted for `max-wait-edges`.
     declared: usize,
     /// When each declared edge runs out (a replaced edge leaves a stale
@@ -100,8 +101,8 @@ pub struct WaitGraph<K> {
 impl<K> Default for WaitGraph<K> {
     fn default() -> Self {
         WaitGraph {
-            edges: HashMap::new(),
-            complex: HashMap::new(),
+            edges: Map::default(),
+            complex: Map::default(),
             declared: 0,
             expiry: BinaryHeap::new(),
         }
@@ -290,7 +291,7 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
     /// client's waiter id (None: a declared wait).
     pub fn waits_for_by(&self, holder: &[u8], now_ms: i64) -> Vec<(K, Option<u64>)> {
         let mut out: Vec<(K, Option<u64>)> = vec![];
-        let mut at: HashMap<&K, usize> = HashMap::new();
+        let mut at: Map<&K, usize> = Map::default();
         for e in self
             .edges
             .get(holder)

@@ -1,8 +1,8 @@
 //! The deadlock check against live keys, and the bodies of `LOCK.WAITFOR`
 //! and `LOCK.GRAPH`. The rule itself is `core::waitgraph::find_cycle`.
 
+use crate::core::hash::Map;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use redis_module::{Context, RedisString, RedisValue};
 
@@ -200,7 +200,7 @@ pub fn check(
     known: Option<&Held>,
 ) -> Result<(), Error> {
     // The waiter id of each request read, noted as the edges are read.
-    let ids: RefCell<HashMap<(Vec<u8>, KeyId), u64>> = RefCell::default();
+    let ids: RefCell<Map<(Vec<u8>, KeyId), u64>> = RefCell::default();
     let found = find_cycle(
         holder,
         keys,
@@ -294,7 +294,7 @@ pub fn graph(ctx: &Context, count: usize) -> RedisValue {
             .collect()
     });
     // Each key read once, however many wait for it.
-    let mut holders_of: HashMap<KeyId, Vec<Vec<u8>>> = HashMap::new();
+    let mut holders_of: Map<KeyId, Vec<Vec<u8>>> = Map::default();
     RedisValue::Array(
         edges
             .into_iter()

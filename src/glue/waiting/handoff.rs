@@ -6,8 +6,8 @@
 //! engine. And while a key has waiters, the timer is kept on the moment
 //! its lease may free it.
 
+use crate::core::hash::Set;
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
 
 use redis_module::Context;
@@ -53,13 +53,13 @@ pub fn serve_ready(ctx: &Context) {
     if READY.with(|r| r.borrow().is_empty()) {
         return;
     }
-    let mut tried = HashSet::new();
+    let mut tried = Set::default();
     loop {
         let mut keys = take_ready();
         if keys.is_empty() {
             break;
         }
-        let mut seen = HashSet::with_capacity(keys.len());
+        let mut seen = Set::with_capacity_and_hasher(keys.len(), Default::default());
         keys.retain(|k| seen.insert(k.clone()));
         for key in &keys {
             serve(ctx, key, &mut tried);
@@ -118,7 +118,7 @@ fn wake_all(taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
 
 /// Grants the head of `key`'s queue while it can be granted (a semaphore
 /// may serve several waiters in a row), then re-times the key.
-fn serve(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
+fn serve(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
     if !state::with(|s| s.waiters.has_waiters(key)) {
         return;
     }
@@ -134,7 +134,7 @@ fn serve(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
     refresh(ctx, key);
 }
 
-fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut HashSet<WaiterId>) {
+fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
     // A head refused earlier in this pass is not asked again (and not even
     // checked for being first everywhere, which costs a lookup per key it
     // waits on).

@@ -21,7 +21,7 @@ mod recover;
 mod slots;
 mod state;
 
-use std::collections::HashSet;
+use crate::core::hash::Set;
 use std::os::raw::c_void;
 use std::rc::Rc;
 
@@ -379,7 +379,7 @@ fn on_timer(ctx: &Context) {
     }
     recover::take_back(ctx);
     let pending = timer::take_pending();
-    let names: HashSet<Vec<u8>> = pending.names.into_iter().collect();
+    let names: Set<Vec<u8>> = pending.names.into_iter().collect();
     let due = state::with(|s| {
         s.waiters
             .due_keys(now, |k| pending.all || names.contains(&k.name))

@@ -8,8 +8,8 @@
 //! mutably. Every `with` body is plain Rust; code that must read keys reads
 //! them first, or between short borrows (see `deadlock::check`).
 
+use crate::core::hash::Map;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use redis_module::{Context, RedisString, RedisValue};
@@ -191,7 +191,7 @@ pub struct State {
     pub waiters: Waiters<KeyId, Waiter>,
     pub graph: WaitGraph<KeyId>,
     /// Waiters that came with an id: a resend takes their place.
-    by_request: HashMap<RequestKey, WaiterId>,
+    by_request: Map<RequestKey, WaiterId>,
 }
 
 impl State {
