@@ -11,6 +11,7 @@ import select
 import shutil
 import subprocess
 import sys
+import time
 from typing import Any, Iterator, Optional, Sequence
 
 import redis
@@ -80,6 +81,11 @@ def keys_unbuffered() -> Iterator[None]:
 
 
 def quit_pressed(timeout: float) -> bool:
+    """Waits up to `timeout` s for a key; True for q (or the terminal
+    closing). Without a terminal (output piped, `--frames`), just waits."""
+    if not sys.stdin.isatty():
+        time.sleep(timeout)
+        return False
     ready, _, _ = select.select([sys.stdin], [], [], timeout)
     if not ready:
         return False
