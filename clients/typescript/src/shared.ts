@@ -174,10 +174,6 @@ export class Keeper {
     this.conn = undefined;
     if (conn !== undefined) await conn.close().catch(() => undefined);
   }
-
-  get isOpen(): boolean {
-    return this.conn !== undefined;
-  }
 }
 
 const keepers = new WeakMap<Client, Keeper>();

@@ -130,6 +130,11 @@ impl Stored for Lock {
     }
 
     fn spans(&self) -> Vec<(Since, i64)> {
-        vec![(self.since, 0)]
+        // Nothing to count (nor allocate) for a lock loaded or replicated.
+        if self.since == Since::UNKNOWN {
+            Vec::new()
+        } else {
+            vec![(self.since, 0)]
+        }
     }
 }

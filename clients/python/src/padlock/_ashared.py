@@ -93,13 +93,20 @@ class Keeper:
 
     def __init__(self, make: Callable[[], Awaitable[Any]]) -> None:
         self._make = make
+        self._loop = asyncio.get_running_loop()
         self._conn: Any = None
         self.lock = asyncio.Lock()
         #: Bumped whenever the connection goes: bindings made on an earlier
         #: one are gone.
         self.epoch = 0
 
-    async def call(self, args: Sequence[Any], limit: Optional[float]) -> Any:
+    async def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
+        """`args` on the shared connection, under its lock: the reply and
+        the epoch it went out on."""
+        async with self.lock:
+            return await self._call(args, limit), self.epoch
+
+    async def _call(self, args: Sequence[Any], limit: Optional[float]) -> Any:
         if self._conn is None:
             self._conn = await self._make()
         conn = self._conn
@@ -125,14 +132,18 @@ class Keeper:
             await conn.disconnect()
 
     def reset_soon(self) -> None:
-        """`reset` from outside the loop's tasks (a finalizer)."""
-        self.epoch += 1
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                asyncio.get_running_loop().create_task(conn.disconnect())
-            except RuntimeError:
-                pass  # no loop: its sockets close with it
+        """`reset` from a finalizer, which may run on any thread: done on
+        the keeper's own loop."""
+        def reset() -> None:
+            self.epoch += 1
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                self._loop.create_task(conn.disconnect())
+
+        try:
+            self._loop.call_soon_threadsafe(reset)
+        except RuntimeError:
+            pass  # the loop is closed: its sockets close with it
 
     def connections(self) -> int:
         return int(self._conn is not None)

@@ -84,9 +84,11 @@ class Keeper:
         #: earlier one are gone.
         self.epoch = 0
 
-    def call(self, args: Any, limit: Optional[float], run: Callable[[Any, Any, Optional[float]], Any]) -> Any:
-        """`run(conn, args, limit)` on the shared connection, under its lock;
-        a connection error closes it (the next call opens a new one)."""
+    def call(self, args: Any, limit: Optional[float],
+             run: Callable[[Any, Any, Optional[float]], Any]) -> tuple[Any, int]:
+        """`run(conn, args, limit)` on the shared connection, under its lock:
+        the reply and the epoch it went out on. A connection error closes
+        the connection (the next call opens a new one)."""
         with self.lock:
             if self._conn is None:
                 kw = dict(self._pool.connection_kwargs)
@@ -99,7 +101,7 @@ class Keeper:
                 kw["socket_connect_timeout"] = min(kw.get("socket_connect_timeout") or bound, bound)
                 self._conn = self._pool.connection_class(**kw)
             try:
-                return run(self._conn, args, limit)
+                return run(self._conn, args, limit), self.epoch
             except CONNECTION_ERRORS:
                 self.reset()
                 raise
@@ -112,9 +114,6 @@ class Keeper:
             if self._conn is not None:
                 self._conn.disconnect()
                 self._conn = None
-
-    def connections(self) -> int:
-        return int(self._conn is not None)
 
 
 _KEEPERS: "weakref.WeakKeyDictionary[Any, Keeper]" = weakref.WeakKeyDictionary()
@@ -129,8 +128,3 @@ def keeper(client: Any) -> Keeper:
             k = _KEEPERS[client] = Keeper(client.connection_pool)
         return k
 
-
-def keeper_connections() -> int:
-    """Keeper connections open in this process (for tests and metrics)."""
-    with _KEEPERS_LOCK:
-        return sum(k.connections() for k in _KEEPERS.values())

@@ -147,11 +147,10 @@ class _Hold(Commands):
                     if self._keeper is None:
                         self._keeper = await self._source.keeper()
                     k = self._keeper
-                    async with k.lock:  # the epoch the command went out on
-                        reply = await k.call(args, limit)
-                        if "KEEP" in args:
-                            self._bound_epoch = k.epoch
-                            self._box[0] = k
+                    reply, epoch = await k.call(args, limit)
+                    if "KEEP" in args:
+                        self._bound_epoch = epoch
+                        self._box[0] = k
                     return reply
                 conn = await self._source.make(socket_timeout=None)
                 try:

@@ -149,11 +149,10 @@ class _Hold(Commands):
         with self._io:
             try:
                 if not wait:
-                    with self._keeper.lock:  # the epoch the command went out on
-                        reply = self._keeper.call(args, limit, _run)
-                        if "KEEP" in args:
-                            self._bound_epoch = self._keeper.epoch
-                            self._box[0] = self._keeper
+                    reply, epoch = self._keeper.call(args, limit, _run)
+                    if "KEEP" in args:
+                        self._bound_epoch = epoch
+                        self._box[0] = self._keeper
                     return reply
                 conn = _wait_connection(self._client.connection_pool, limit)
                 try:

@@ -1,11 +1,14 @@
 package io.padlock;
 
 import java.util.List;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
 
 /**
  * One connection padlock uses on its own: a {@code KEEP} lease binds to the
@@ -34,19 +37,32 @@ public interface Link extends AutoCloseable {
     default Object callInterruptibly(long timeoutMs, List<String> args, Executor helper)
             throws InterruptedException {
         CompletableFuture<Object> reply = CompletableFuture.supplyAsync(() -> call(timeoutMs, args), helper);
+        return await(this, reply, timeoutMs + 1000, cause -> cause instanceof RuntimeException r
+                ? r
+                : new LinkException("call failed", cause));
+    }
+
+    /**
+     * Waits for {@code reply} at most {@code timeoutMs} (0: no end). An
+     * interrupt, a timeout or a cancellation discards {@code link} (the
+     * server drops a wait on it); a failed reply throws what
+     * {@code failure} makes of its cause.
+     */
+    static Object await(Link link, Future<Object> reply, long timeoutMs,
+            Function<Throwable, RuntimeException> failure) throws InterruptedException {
         try {
-            return reply.get(timeoutMs + 1000, TimeUnit.MILLISECONDS);
+            return timeoutMs <= 0 ? reply.get() : reply.get(timeoutMs, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
-            discard();
+            link.discard();
             throw e;
         } catch (TimeoutException e) {
-            discard();
+            link.discard();
             throw new LinkException("no reply within " + timeoutMs + " ms", e);
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof RuntimeException r) {
-                throw r;
-            }
-            throw new LinkException("call failed", e.getCause());
+            throw failure.apply(e.getCause());
+        } catch (CancellationException e) {
+            link.discard();
+            throw new LinkException("the connection closed", e);
         }
     }
 

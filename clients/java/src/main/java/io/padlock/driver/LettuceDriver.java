@@ -24,13 +24,9 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 /**
  * Lettuce: connections of padlock's own (a Lettuce connection is shared by
@@ -162,20 +158,7 @@ public final class LettuceDriver implements Driver {
             synchronized (this) {
                 f = dispatch(timeoutMs, args);
             }
-            try {
-                return timeoutMs <= 0 ? f.get() : f.get(timeoutMs, TimeUnit.MILLISECONDS);
-            } catch (InterruptedException e) {
-                discard();
-                throw e;
-            } catch (TimeoutException e) {
-                discard();
-                throw new LinkException("no reply within " + timeoutMs + " ms", e);
-            } catch (ExecutionException e) {
-                throw failure(e.getCause());
-            } catch (CancellationException e) {
-                discard();
-                throw new LinkException("the connection closed", e);
-            }
+            return Link.await(this, f, timeoutMs, this::failure);
         }
 
         private RuntimeException failure(Throwable cause) {
