@@ -19,14 +19,20 @@ def test_waiters_per_key_are_bounded(make_server):
     assert r.config_get("padlock.max-waiters-per-key") == {"padlock.max-waiters-per-key": "3"}
     r.execute_command("LOCK.ACQUIRE", "k", "owner", 60000)
     r.execute_command("LOCK.ACQUIRE", "j", "owner", 60000)
-    waiters = [Background(s, "LOCK.ACQUIRE", "k", f"w{i}", 60000, "BLOCK", 0) for i in range(3)]
-    wait_blocked(r, 3)
+    # One at a time, so that the server's arrival order is w0, w1, w2
+    # (threads started together may arrive in any order).
+    waiters = []
+    for i in range(3):
+        waiters.append(Background(s, "LOCK.ACQUIRE", "k", f"w{i}", 60000, "BLOCK", 0))
+        wait_blocked(r, i + 1)
     with pytest.raises(redis.ResponseError, match=r"^too many waiters: 3 clients already wait for 'k' \(padlock.max-waiters-per-key\)"):
         r.execute_command("LOCK.ACQUIRE", "k", "late", 60000, "BLOCK", 0)
     # Without BLOCK nothing waits: the usual nil.
     assert r.execute_command("LOCK.ACQUIRE", "k", "late", 60000) is None
-    more = [Background(s, "LOCK.ACQUIRE", "j", f"v{i}", 60000, "BLOCK", 0) for i in range(2)]
-    wait_blocked(r, 5)
+    more = []
+    for i in range(2):
+        more.append(Background(s, "LOCK.ACQUIRE", "j", f"v{i}", 60000, "BLOCK", 0))
+        wait_blocked(r, 4 + i)
     with pytest.raises(redis.ResponseError, match=r"too many waiters: 5 clients already wait on this server"):
         r.execute_command("SEM.ACQUIRE", "s0", "x", 1, 1000, "BLOCK", 0) if r.execute_command(
             "SEM.ACQUIRE", "s0", "y", 1, 60000) else None
