@@ -9,7 +9,7 @@ import time
 import pytest
 import redis.asyncio as aredis
 
-from padlock import Lock, NotAcquiredError, ReadWriteLock, current_holder, holder_scope
+from padlock import Lock, NotAcquiredError, NotHeldError, ReadWriteLock, current_holder, holder_scope
 from padlock import aio
 
 
@@ -127,6 +127,65 @@ def test_renew_false_is_a_plain_lease(r):
     assert int(lock.info()["keep"]) == 0
     time.sleep(0.7)
     assert not r.exists("k") and not lock.held
+
+
+def _keep_of(r, key):
+    raw = r.execute_command("LOCK.INFO", key)
+    return None if raw is None else int(dict(zip(raw[::2], raw[1::2]))[b"keep"])
+
+
+def _until(cond, seconds=1.0):
+    deadline = time.monotonic() + seconds
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cond()
+
+
+def test_stop_renewing_lets_the_lease_run_out_and_leaves_the_other_holds_bound(r):
+    # redis-semaphore's stopRefresh: the server stops keeping this lease
+    # (its binding moved to a connection that then closed), nothing else.
+    a, b = Lock(r, "a", ttl=0.6), Lock(r, "b", ttl=0.6)
+    a.acquire()
+    b.acquire()
+    assert _keep_of(r, "a") == 1 and _keep_of(r, "b") == 1
+    a.stop_renewing()
+    assert _until(lambda: _keep_of(r, "a") == 0), "the binding ended"
+    assert a.held, "the lease runs a ttl from the unbinding"
+    assert a.renew() and _keep_of(r, "a") == 0, "a renewal by hand binds nothing"
+    time.sleep(0.9)
+    assert not r.exists("a") and not a.held
+    assert r.exists("b") and b.held and _keep_of(r, "b") == 1
+    with pytest.raises(NotHeldError):
+        a.release()
+    a.acquire()
+    assert _keep_of(r, "a") == 1, "a fresh acquire renews again"
+    a.release()
+    b.release()
+
+
+def test_stop_renewing_without_keep_stops_the_watcher(r):
+    lock = Lock(r, "k", ttl=0.6, keep=False)
+    lock.acquire()
+    lock.stop_renewing()
+    time.sleep(0.9)
+    assert not r.exists("k") and not lock.held
+
+
+def test_an_asyncio_hold_stops_renewing(server, r):
+    async def main():
+        c = aredis.Redis(port=server.port)
+        a, b = aio.Lock(c, "a", ttl=0.6), aio.Lock(c, "b", ttl=0.6)
+        await a.acquire()
+        await b.acquire()
+        await a.stop_renewing()
+        assert _until(lambda: _keep_of(r, "a") == 0)
+        await asyncio.sleep(0.9)
+        assert not await c.exists("a") and not a.held
+        assert b.held and _keep_of(r, "b") == 1
+        await b.release()
+        await c.aclose()
+
+    asyncio.run(main())
 
 
 def test_max_hold_bounds_renewal_and_reports_the_loss(r):

@@ -82,7 +82,7 @@ export abstract class Hold implements AsyncDisposable {
   /** Who holds: taken again at each fresh acquire (see `HoldOptions.holder`). */
   holder: string;
   readonly ttl: number;
-  readonly renews: boolean;
+  renews: boolean;
   readonly maxHold: number | undefined;
   keep: boolean;
   readonly blockingTimeout: number | undefined;
@@ -108,6 +108,8 @@ export abstract class Hold implements AsyncDisposable {
   private heldSince = 0;
   /** The keeper's epoch the lease was bound (`KEEP`) on. */
   private boundEpoch = -1;
+  /** What `renews` and `keep` were before `stopRenewing()`. */
+  private resume: { renews: boolean; keep: boolean } | undefined;
   private get bound(): boolean {
     return this.boundEpoch === this.keeper.epoch;
   }
@@ -280,6 +282,10 @@ export abstract class Hold implements AsyncDisposable {
   }
 
   protected async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
+    if (this.depth === 0 && this.resume !== undefined) {
+      ({ renews: this.renews, keep: this.keep } = this.resume);
+      this.resume = undefined;
+    }
     if (this.depth === 0) this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
     const blocking = options.blocking ?? true;
     const start = now();
@@ -435,6 +441,41 @@ export abstract class Hold implements AsyncDisposable {
     }
     this.leaseUntil = start + this.ttl;
     return true;
+  }
+
+  /** Stops renewing this hold, like redis-semaphore's `stopRefresh()`:
+   * its lease then runs out a ttl after the last renewal unless `renew()`
+   * is called by hand, and `held` turns false then. A lease the server
+   * kept (`KEEP`) is first bound to a connection opened for it, which is
+   * then closed: the server stops keeping it, and it runs out a ttl from
+   * now. Until the next fresh acquire. */
+  async stopRenewing(): Promise<void> {
+    if (this.depth === 0 || !this.renews) return;
+    this.resume = { renews: this.renews, keep: this.keep };
+    this.renews = this.keep = false;
+    this.watching = false;
+    this.gen++;
+    if (this.box.kept === undefined) return;
+    const start = now();
+    let moved = true;
+    try {
+      for (const args of this.extendArgs()) {
+        args.push("KEEP");
+        await this.send(() => args, "renew", this.leaseUntil, true);
+      }
+    } catch (e) {
+      if (verdict(e, "renew") === Verdict.Lost) {
+        await this.markLost();
+        return;
+      }
+      moved = false;
+    }
+    if (moved) this.leaseUntil = start + this.ttl;
+    const kept = this.box.kept;
+    this.boundEpoch = -1;
+    this.box.kept = undefined;
+    // Maybe still bound on the shared connection: replaced.
+    if (!moved) await kept?.reset();
   }
 
   /** The watcher's round while the server keeps the lease: reads, no

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { Lock, NotAcquiredError, ReadWriteLock, currentHolder, withHolder } from "../src/index.js";
+import { Lock, NotAcquiredError, NotHeldError, ReadWriteLock, currentHolder, withHolder } from "../src/index.js";
 import { TestServer, sleep, useServer } from "./server.js";
 
 
@@ -94,6 +94,37 @@ test("renew: false is a plain lease", async () => {
   await sleep(600);
   assert.equal(await r.exists("plain"), 0);
   assert.equal(lock.held, false);
+});
+
+async function keepOf(key: string): Promise<number | undefined> {
+  const raw = (await r.call("LOCK.INFO", key)) as unknown[] | null;
+  return raw === null ? undefined : Number(raw[raw.indexOf("keep") + 1]);
+}
+
+test("stopRenewing lets the lease run out and leaves the other holds bound", async () => {
+  // redis-semaphore's stopRefresh: the binding moves to a connection that
+  // then closes; the other holds on the shared connection stay kept.
+  const a = new Lock(r, "stop-a", { ttl: 600 });
+  const b = new Lock(r, "stop-b", { ttl: 600 });
+  await a.acquire();
+  await b.acquire();
+  assert.equal(await keepOf("stop-a"), 1);
+  await a.stopRenewing();
+  for (let i = 0; i < 50 && (await keepOf("stop-a")) !== 0; i++) await sleep(10);
+  assert.equal(await keepOf("stop-a"), 0, "the binding ended");
+  assert.ok(a.held, "the lease runs a ttl from the unbinding");
+  assert.ok(await a.renew());
+  assert.equal(await keepOf("stop-a"), 0, "a renewal by hand binds nothing");
+  await sleep(900);
+  assert.equal(await r.exists("stop-a"), 0);
+  assert.equal(a.held, false);
+  assert.ok(b.held);
+  assert.equal(await keepOf("stop-b"), 1);
+  await assert.rejects(a.release(), NotHeldError);
+  await a.acquire();
+  assert.equal(await keepOf("stop-a"), 1, "a fresh acquire renews again");
+  await a.release();
+  await b.release();
 });
 
 test("maxHold bounds renewal and reports the loss", async () => {

@@ -132,6 +132,8 @@ class _Hold(Commands):
         # The keeper's epoch when the lease was bound to it (`KEEP`).
         self._bound_epoch = -1
         self._unsure = False
+        # What `renews` and `keep` were before `stop_renewing`.
+        self._resume: Optional[tuple[bool, bool]] = None
 
     @property
     def _bound(self) -> bool:
@@ -200,6 +202,8 @@ class _Hold(Commands):
                     await kept.reset()
 
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        if self._depth == 0 and self._resume is not None:
+            (self.renews, self.keep), self._resume = self._resume, None
         if self._depth == 0 and self._own_holder is None:
             self.holder = current_holder()
         loop = asyncio.get_running_loop()
@@ -351,6 +355,31 @@ class _Hold(Commands):
                 return False
         self._lease_until = start + self.ttl_ms / 1000.0
         return True
+
+    async def stop_renewing(self) -> None:
+        """Stops renewing this hold until the next fresh acquire (see
+        `padlock.Lock.stop_renewing`)."""
+        if self._depth == 0 or not self.renews:
+            return
+        self._resume = (self.renews, self.keep)
+        self.renews = self.keep = False
+        self._stopped = True
+        async with self._watching:  # a round under way ends first
+            if self._box[0] is None:
+                return
+            start = asyncio.get_running_loop().time()
+            try:
+                for args in self._extend_cmds():
+                    cmd: list[Any] = args + ["KEEP"]
+                    await self._send(lambda _: cmd, "renew", self._lease_until, wait=True)
+            except Exception as e:
+                if verdict(e, "renew") is Verdict.LOST:
+                    await self._mark_lost()
+                else:
+                    await self._give_back(clean=False)
+                return
+            self._lease_until = start + self.ttl_ms / 1000.0
+            await self._give_back()
 
     async def _look(self) -> bool:
         """The watcher's round while the server keeps the lease: a read, no

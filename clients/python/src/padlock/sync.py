@@ -135,6 +135,9 @@ class _Hold(Commands):
         # the watcher only reads.
         self._bound_epoch = -1
         self._unsure = False
+        # `stop_renewing` turned renewal off until the next fresh acquire:
+        # what `renews` and `keep` were.
+        self._resume: Optional[tuple[bool, bool]] = None
 
     @property
     def _bound(self) -> bool:
@@ -202,6 +205,8 @@ class _Hold(Commands):
 
     # -- acquire / release -----------------------------------------------------
     def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        if self._depth == 0 and self._resume is not None:
+            (self.renews, self.keep), self._resume = self._resume, None
         if self._depth == 0 and self._own_holder is None:
             self.holder = current_holder()
         start = time.monotonic()
@@ -385,6 +390,36 @@ class _Hold(Commands):
                 return False
         self._lease_until = start + self.ttl_ms / 1000.0
         return True
+
+    def stop_renewing(self) -> None:
+        """Stops renewing this hold (redis-semaphore's `stopRefresh`): its
+        lease then runs out a ttl after the last renewal unless `renew()` is
+        called by hand, and `held` turns False then. A lease the server
+        kept (`KEEP`) is first bound to a connection made for it, which is
+        then closed: the server stops keeping it, and it runs out a ttl from
+        now. Until the next fresh acquire."""
+        if self._depth == 0 or not self.renews:
+            return
+        self._resume = (self.renews, self.keep)
+        self.renews = self.keep = False
+        self._stop.set()
+        with self._watching:  # a round under way ends first
+            if self._box[0] is None:
+                return
+            start = time.monotonic()
+            try:
+                for args in self._extend_cmds():
+                    cmd: list[Any] = args + ["KEEP"]
+                    self._send(lambda _: cmd, "renew", self._lease_until, wait=True)
+            except Exception as e:
+                if verdict(e, "renew") is Verdict.LOST:
+                    self._mark_lost()
+                else:
+                    # Still bound on the shared connection, maybe: replaced.
+                    self._give_back(clean=False)
+                return
+            self._lease_until = start + self.ttl_ms / 1000.0
+            self._give_back()
 
     def _look(self) -> bool:
         """The watcher's round while the server keeps the lease: a read,
