@@ -15,7 +15,7 @@ use crate::glue::key::Key;
 use crate::glue::kinds::lock as kind;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
-use crate::glue::waiting::{self, Attempt};
+use crate::glue::waiting::{self, Attempt, Try};
 
 commands! {
     c"lock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
@@ -54,15 +54,10 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let req = args::lock_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
-    let attempt = match kind::open_to(ctx, req.key, req.holder)? {
-        true => kind::try_acquire(
-            ctx,
-            req.key,
-            req.holder,
-            req.ttl_ms,
-            try_now(ctx, req.block_ms),
-        ),
-        false => Ok(Attempt::Refused(None)),
+    let at = try_now(ctx, req.block_ms);
+    let attempt = match kind::closed_to(ctx, req.key, req.holder, at)? {
+        None => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, at),
+        Some(refused) => Ok(refused),
     };
     let wait = Wait {
         holder: req.holder,
@@ -133,9 +128,14 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     let req = args::lock_macquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
+    // Each key's refusal alone (none will wait on what it saw).
+    let alone = Try {
+        now: now_ms(),
+        will_wait: false,
+    };
     let mut open = true;
     for k in req.keys {
-        open &= kind::open_to(ctx, k, req.holder)?;
+        open &= kind::closed_to(ctx, k, req.holder, alone)?.is_none();
     }
     let attempt = match open {
         true => {

@@ -15,7 +15,7 @@ use crate::glue::key::Key;
 use crate::glue::kinds::sem as kind;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
-use crate::glue::waiting::{self, Attempt};
+use crate::glue::waiting;
 
 commands! {
     c"sem.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
@@ -37,11 +37,11 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     eviction::check_acquire(ctx)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
+    let at = try_now(ctx, req.block_ms);
     let attempt = if waiting::has_waiters(ctx, req.key) {
-        Ok(Attempt::Refused(None))
+        kind::refused_behind_queue(ctx, req.key, req.holder, at)
     } else {
         let (limit, n) = (req.limit, req.permits);
-        let at = try_now(ctx, req.block_ms);
         kind::try_acquire(ctx, req.key, req.holder, limit, n, req.ttl_ms, at)
     };
     let wait = Wait {

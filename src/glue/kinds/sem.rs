@@ -14,6 +14,7 @@ use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
 use crate::glue::keep;
+use crate::glue::key::Key;
 use crate::glue::replicate;
 use crate::glue::types::Value;
 use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Try, Want};
@@ -88,6 +89,25 @@ pub fn try_acquire(
             }
         })
     })
+}
+
+/// A request refused because others queue ahead of it, with what its wait
+/// needs of the key when it will wait (read now, so the wait reads the key
+/// no more).
+pub fn refused_behind_queue(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    at: Try,
+) -> Result<Attempt<u64>, Error> {
+    if !at.will_wait {
+        return Ok(Attempt::Refused(None));
+    }
+    let mut key = Key::read(ctx, name);
+    let seen = key
+        .sem()?
+        .map(|s| Seen::of(&*s, None, holder, Need::Exclusive, at.now));
+    Ok(Attempt::Refused(seen))
 }
 
 /// Gives back `permits` (None: all) of `holder`.

@@ -74,13 +74,28 @@ fn grant_note<'h>(g: &Grant, holder: &'h [u8]) -> Note<'h> {
 }
 
 /// With waiters queued, a key belongs to the head of its queue: only the
-/// current holder may still reenter it.
-pub fn open_to(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<bool, Error> {
+/// current holder may still reenter it. `Some(refusal)` when the key is
+/// closed to `holder`, with what a wait needs of the key when the request
+/// will wait (the key is open now: the wait then reads it no more).
+pub fn closed_to(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    at: Try,
+) -> Result<Option<Attempt<Grant>>, Error> {
     if !waiting::has_waiters(ctx, name) {
-        return Ok(true);
+        return Ok(None);
     }
     let mut key = Key::read(ctx, name);
-    Ok(key.lock()?.is_some_and(|l| *l.holder == *holder))
+    let expire = key.expire_at();
+    Ok(match key.lock()? {
+        Some(l) if *l.holder == *holder => None,
+        Some(l) => Some(Attempt::Refused(
+            at.will_wait
+                .then(|| Seen::of(&*l, expire, holder, Need::Exclusive, at.now)),
+        )),
+        None => Some(Attempt::Refused(None)),
+    })
 }
 
 /// Takes one lock for `holder` now; refused when someone else has it,
