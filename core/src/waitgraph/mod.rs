@@ -157,6 +157,12 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
         }
     }
 
+    /// Whether `holder` has any edge (a blocked request or a declared
+    /// wait, live or not yet pruned).
+    pub fn has_edges(&self, holder: &[u8]) -> bool {
+        self.edges.contains_key(holder)
+    }
+
     /// The first blocked request of `holder` on `key` (its waiter id).
     pub fn first_blocked(&self, holder: &[u8], key: &K) -> Option<u64> {
         self.edges
