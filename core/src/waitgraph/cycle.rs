@@ -78,6 +78,13 @@ pub enum Found<K> {
     TooBig,
 }
 
+/// A request that waits only for holders who wait for nothing (`idle`)
+/// cannot be stuck on its own holder: no cycle, and nothing more to read
+/// (the common case on a hot key, so the check builds no graph for it).
+pub fn clear_at_once(waiter: &[u8], first: &Held, idle: impl Fn(&[u8]) -> bool) -> bool {
+    first.holders().all(|h| h.as_slice() != waiter && idle(h))
+}
+
 /// Whether `waiter` waiting for `keys` (one request: stuck if any of its
 /// keys is) would close a cycle. `waits_for(h)`: the keys holder `h` waits
 /// for now; `held(h, k)`: whom `h`'s request on `k` waits for (for the new

@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::hash::Hash;
 
-pub use cycle::{find_cycle, Found, Held};
+pub use cycle::{clear_at_once, find_cycle, Found, Held};
 
 /// What a request needs of a key: to be alone with it, or to share it
 /// with other sharing requests (readers of a read-write lock). Requests

@@ -14,7 +14,7 @@ use super::super::server::now_ms;
 use super::state::{self, KeyId, Want};
 use crate::core::error::Error;
 use crate::core::queue::{WaiterId, FRONT};
-use crate::core::waitgraph::{find_cycle, Found, Held, Need, Node};
+use crate::core::waitgraph::{clear_at_once, find_cycle, Found, Held, Need, Node};
 use crate::glue::acl::Reader;
 
 /// Who holds `name` now (in the selected database).
@@ -208,12 +208,7 @@ pub fn check(
         _ => None,
     };
     if let Some(first) = &first {
-        let idle = state::with(|s| {
-            first
-                .holders()
-                .all(|h| h.as_slice() != holder && !s.graph.has_edges(h))
-        });
-        if idle {
+        if state::with(|s| clear_at_once(holder, first, |h| !s.graph.has_edges(h))) {
             return Ok(());
         }
     }
