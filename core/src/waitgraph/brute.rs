@@ -212,7 +212,9 @@ fn check_models(
     let summed = fc(&[waiter], &key, waits, summary);
     prop_assert_eq!(summed.is_some(), got.is_some());
     // The shortcut before any of it: holders that wait for nothing.
-    if clear_at_once(&[waiter], &summary(&[waiter], &key), |x| waits(x).is_empty()) {
+    if clear_at_once(&[waiter], &summary(&[waiter], &key), |x| {
+        waits(x).is_empty()
+    }) {
         prop_assert!(got.is_none());
     }
     if let Some(path) = got {

@@ -90,10 +90,11 @@ pub fn closed_to(
     let expire = key.expire_at();
     Ok(match key.lock()? {
         Some(l) if *l.holder == *holder => None,
-        Some(l) => Some(Attempt::Refused(
-            at.will_wait
-                .then(|| Seen::of(&*l, expire, holder, Need::Exclusive, at.now)),
-        )),
+        Some(l) => {
+            Some(Attempt::Refused(at.will_wait.then(|| {
+                Seen::of(&*l, expire, holder, Need::Exclusive, at.now)
+            })))
+        }
         None => Some(Attempt::Refused(None)),
     })
 }
