@@ -26,6 +26,30 @@ def test_two_party_deadlock_through_block(r, bg):
     assert w.result() > 0
 
 
+@pytest.mark.parametrize("kind", ["lock", "sem"])
+def test_a_cycle_closed_behind_other_waiters_is_found(r, bg, kind):
+    # The closing request queues behind a waiter on its key: what its wait
+    # reads of that key comes from the refusal behind the queue.
+    def take(key, holder, *block):
+        if kind == "lock":
+            return ["LOCK.ACQUIRE", key, holder, 10000, *block]
+        return ["SEM.ACQUIRE", key, holder, 1, 10000, *block]
+
+    r.execute_command(*take("k1", "A"))
+    r.execute_command(*take("k2", "B"))
+    bg(*take("k2", "W", "BLOCK", 0))
+    wait_blocked(r, 1)
+    bg(*take("k1", "B", "BLOCK", 0))
+    wait_blocked(r, 2)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command(*take("k2", "A", "BLOCK", 0))
+    assert str(e.value) == "DEADLOCK A -> k2 -> B -> k1 -> A"
+    assert r.info("padlock")["padlock_blocked_clients"] == 2
+    # Behind the same queue with nothing to close: it waits.
+    bg(*take("k2", "X", "BLOCK", 0))
+    wait_blocked(r, 3)
+
+
 def test_three_party_deadlock_through_block(r, bg):
     for k, h in (("a", "t1"), ("b", "t2"), ("c", "t3")):
         r.execute_command("LOCK.ACQUIRE", k, h, 10000)
