@@ -10,9 +10,10 @@ export interface Conn {
   close(): Promise<void>;
 }
 
-/** What padlock needs of a client: a dedicated connection on demand. */
+/** What padlock needs of a client: a dedicated connection on demand
+ * (`forWait`: one that carries a single server-side wait, then closes). */
 export interface Backend {
-  open(): Promise<Conn>;
+  open(forWait?: boolean): Promise<Conn>;
 }
 
 /** Errors of a hold's own connection surface through its commands; a

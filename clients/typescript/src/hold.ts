@@ -197,7 +197,7 @@ export abstract class Hold implements AsyncDisposable {
           throw translate(e);
         }
       }
-      const conn = await this.backend.open();
+      const conn = await this.backend.open(true);
       try {
         return await this.exchange(conn, args, limit, signal);
       } catch (e) {
@@ -497,6 +497,11 @@ export abstract class Hold implements AsyncDisposable {
     }
     if (left === undefined) return false;
     this.leaseUntil = start + left;
+    // A kept lease never has much less than two thirds of its ttl left
+    // (the server renews it every third): less, and its binding is gone
+    // (a connection the driver replaced on its own, as glide does): bound
+    // again.
+    if (left < this.ttl / 2) return this.renew();
     return true;
   }
 

@@ -2,6 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { createClient } from "@redis/client";
+import { GlideClient, Logger } from "@valkey/valkey-glide";
 import {
   DeadlockError,
   Lock,
@@ -11,6 +12,7 @@ import {
   NotHeldError,
   ReadWriteLock,
   Semaphore,
+  glide,
   graph,
   toDot,
   top,
@@ -34,12 +36,20 @@ useServer((s, c) => {
   r = c;
 });
 
-for (const flavour of ["ioredis", "node-redis"] as const) {
+Logger.setLoggerConfig("off");
+
+for (const flavour of ["ioredis", "node-redis", "glide"] as const) {
   describe(`Lock on ${flavour}`, () => {
     let client: object;
+    const connections = async () => String(await r.call("CLIENT", "LIST")).trim().split("\n").length;
+    let before_ = 0;
     before(async () => {
+      before_ = await connections();
       if (flavour === "ioredis") {
         client = server.ioredis();
+      } else if (flavour === "glide") {
+        // A Backend: padlock makes the glide clients it needs from this.
+        client = glide(GlideClient, { addresses: [{ host: "127.0.0.1", port: server.port }] });
       } else {
         const c = createClient({ socket: { port: server.port, host: "127.0.0.1" } });
         await c.connect();
@@ -48,7 +58,9 @@ for (const flavour of ["ioredis", "node-redis"] as const) {
     });
     after(async () => {
       if (client instanceof Redis) client.disconnect();
-      else await (client as { close(): Promise<void> }).close();
+      else if (flavour === "node-redis") await (client as { close(): Promise<void> }).close();
+      // Glide closes its sockets a moment after `close()`.
+      assert.ok(await until(async () => (await connections()) <= before_, 5000), "every connection closed");
     });
 
     test("acquire, reentry, release, fences increase and stay below 2^53", async () => {

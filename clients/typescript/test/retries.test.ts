@@ -1,6 +1,6 @@
 // Lost replies, half-open connections, a key replaced by another type, an
 // abandoned wait (SPEC: Retries): through scripts/faultproxy.py, with
-// ioredis and node-redis.
+// ioredis, node-redis and valkey-glide.
 import { afterEach, beforeEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -8,7 +8,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { createClient } from "@redis/client";
-import { Lock, NotHeldError, ReadWriteLock, Semaphore } from "../src/index.js";
+import { GlideClient, Logger } from "@valkey/valkey-glide";
+import { Lock, NotHeldError, ReadWriteLock, Semaphore, glide } from "../src/index.js";
 import { FaultProxy } from "./proxy.js";
 import { TestServer, sleep, useServer } from "./server.js";
 
@@ -32,7 +33,15 @@ async function count(key: string): Promise<number> {
   return Number(raw[raw.indexOf("count") + 1]);
 }
 
+Logger.setLoggerConfig("off");
+
 async function via(flavour: string): Promise<{ client: object; close: () => Promise<void> }> {
+  if (flavour === "glide") {
+    // Glide's client would reconnect through the proxy by itself; padlock's
+    // own connections come from the configuration.
+    const client = glide(GlideClient, { addresses: [{ host: "127.0.0.1", port: proxy.port }] });
+    return { client, close: async () => undefined };
+  }
   if (flavour === "ioredis") {
     // As an application may make it: no offline queue.
     const c = new Redis({ port: proxy.port, host: "127.0.0.1", enableOfflineQueue: false });
@@ -58,7 +67,7 @@ describe("ioredis' own resend", () => {
   });
 });
 
-for (const flavour of ["ioredis", "node-redis"]) {
+for (const flavour of ["ioredis", "node-redis", "glide"]) {
   describe(`holds on ${flavour} through lost replies`, () => {
     test("a lost acquire reply and a lost inner release reply", async () => {
       const { client, close } = await via(flavour);
