@@ -1,4 +1,5 @@
-"""asyncio clients on `redis.asyncio` (`Redis` or `RedisCluster`): the same
+"""asyncio clients on `redis.asyncio` (`Redis` or `RedisCluster`) or on
+valkey-glide (`glide(GlideClient, config)`, see `_glide`): the same
 classes as `padlock.sync`, awaitable, with `async with`.
 
 The holds of an event loop share one watcher task and, per server, one
@@ -46,6 +47,7 @@ from ._retry import (
     with_id,
 )
 from ._ashared import Keeper, exchange, keeper, scheduler
+from ._glide import Glide
 from ._holders import COUNTS, current_holder
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
@@ -61,9 +63,12 @@ class _Source:
     def __init__(self, client: Any, key: str) -> None:
         self.client, self.key = client, key
         self.node: Any = None
-        self.pool = None if isinstance(client, RedisCluster) else client.connection_pool
+        self.glide = client if isinstance(client, Glide) else None
+        self.pool = None if isinstance(client, (RedisCluster, Glide)) else client.connection_pool
 
     async def _where(self) -> tuple[Any, dict[str, Any], str]:
+        if self.glide is not None:
+            return None, {}, ""
         if self.pool is not None:
             return self.pool.connection_class, dict(self.pool.connection_kwargs), ""
         if self.node is None:
@@ -72,6 +77,8 @@ class _Source:
         return self.node.connection_class, dict(self.node.connection_kwargs), str(self.node.name)
 
     async def make(self, **override: Any) -> Any:
+        if self.glide is not None:
+            return self.glide.connection()
         cls, kw, _ = await self._where()
         kw.update(override)
         return cls(**kw)
@@ -397,7 +404,10 @@ class _Hold(Commands):
         if left is None:
             return False
         self._lease_until = start + left / 1000.0
-        return True
+        # A kept lease never has much less than two thirds of its ttl left
+        # (the server renews it every third): less, and its binding is gone
+        # (a connection the driver replaced on its own, as glide does).
+        return await self.renew() if left < self.ttl_ms / 2 else True
 
     async def _mark_lost(self) -> None:
         if self._depth:
@@ -622,6 +632,14 @@ class ReadWriteLock:
 
     async def info(self) -> dict[str, Any]:
         return as_map(await self._client.execute_command("RWLOCK.INFO", self.key))
+
+
+def glide(factory: Any, config: Any) -> Glide:
+    """valkey-glide as the driver: `factory` is `glide.GlideClient` or
+    `glide.GlideClusterClient`, `config` its configuration (addresses,
+    credentials, TLS, ...). Pass the result where a `redis.asyncio` client
+    goes: padlock makes the glide clients it needs from it (see `_glide`)."""
+    return Glide(factory, config)
 
 
 async def graph(client: Any) -> list[Edge]:
