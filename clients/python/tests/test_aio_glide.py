@@ -1,6 +1,6 @@
-"""The asyncio classes on valkey-glide: the kinds, lost replies, a shared
-connection glide replaces on its own, an abandoned wait, and a cluster
-(GlideClusterClient, routing by key)."""
+"""The asyncio classes on valkey-glide: the kinds, a shared connection
+glide replaces on its own, an abandoned wait, and a cluster
+(GlideClusterClient, routing by key). Lost replies: test_aio_retries."""
 
 import asyncio
 import time
@@ -11,7 +11,6 @@ glide = pytest.importorskip("glide")
 # glide's own modules warn about each other's imports.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-from faultproxy import FaultProxy  # noqa: E402
 from padlock import NotAcquiredError, NotHeldError  # noqa: E402
 from padlock.aio import Lock, MultiLock, ReadWriteLock, Semaphore, graph  # noqa: E402
 from padlock.aio import glide as on_glide  # noqa: E402
@@ -68,27 +67,6 @@ def test_every_kind_on_glide(r, server):
         assert await graph(g) == []
 
     asyncio.run(main())
-
-
-def test_lost_replies_on_glide_double_nothing(r, server):
-    proxy = FaultProxy(server.port)
-
-    async def main():
-        g = on_glide(glide.GlideClient, config(proxy.port))
-        lock = Lock(g, "k", ttl=5)
-        proxy.drop("LOCK.ACQUIRE")
-        async with lock:
-            assert count(r, "k") == 1
-            async with lock:
-                proxy.drop("LOCK.RELEASE")
-            assert count(r, "k") == 1 and lock.held
-        assert not r.exists("k")
-        assert proxy.dropped == 2
-
-    try:
-        asyncio.run(main())
-    finally:
-        proxy.close()
 
 
 def test_a_shared_connection_glide_replaces_is_bound_again(r, server):

@@ -1,5 +1,6 @@
-"""The asyncio flavour through lost replies, half-open connections and a
-key replaced by another type (see test_retries.py)."""
+"""The asyncio flavour through lost replies (on redis-py and valkey-glide),
+half-open connections and a key replaced by another type (see
+test_retries.py)."""
 
 import asyncio
 
@@ -10,6 +11,7 @@ import redis.asyncio as aredis
 from faultproxy import FaultProxy
 from padlock import LockLostError, NotHeldError
 from padlock.aio import Lock, ReadWriteLock, Semaphore
+from padlock.aio import glide as on_glide
 
 
 @pytest.fixture
@@ -24,9 +26,21 @@ def count(r, key):
     return 0 if raw is None else dict(zip(raw[::2], raw[1::2]))[b"count"]
 
 
-def test_lost_replies_double_nothing(r, proxy):
+def through(driver, port):
+    """An asyncio client of `driver` on `port`, and how to close it."""
+    if driver == "glide":
+        glide = pytest.importorskip("glide")
+        cfg = glide.GlideClientConfiguration([glide.NodeAddress("127.0.0.1", port)])
+        return on_glide(glide.GlideClient, cfg), None
+    c = aredis.Redis(port=port)
+    return c, c.aclose
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("driver", ["redis-py", "glide"])
+def test_lost_replies_double_nothing(r, proxy, driver):
     async def main():
-        via = aredis.Redis(port=proxy.port)
+        via, close = through(driver, proxy.port)
         lock = Lock(via, "k", ttl=5)
         proxy.drop("LOCK.ACQUIRE")
         async with lock:
@@ -45,7 +59,8 @@ def test_lost_replies_double_nothing(r, proxy):
         async with rw.read():
             pass
         assert not r.exists("rw")
-        await via.aclose()
+        if close is not None:
+            await close()
         assert proxy.dropped == 4
 
     asyncio.run(main())
