@@ -14,6 +14,10 @@ from padlock import sync
 from padlock import NotHeldError
 
 
+# glide's own modules warn about each other's imports (the glide driver).
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
 @pytest.fixture
 def proxy(server):
     p = FaultProxy(server.port)
@@ -21,9 +25,15 @@ def proxy(server):
     p.close()
 
 
-@pytest.fixture
-def via(proxy):
-    """A client whose connections pass through the proxy."""
+@pytest.fixture(params=["redis-py", "glide"])
+def via(request, proxy):
+    """A client whose connections pass through the proxy: redis-py's, or
+    valkey-glide-sync's (padlock's own glide clients)."""
+    if request.param == "glide":
+        glide_sync = pytest.importorskip("glide_sync")
+        cfg = glide_sync.GlideClientConfiguration([glide_sync.NodeAddress("127.0.0.1", proxy.port)])
+        yield sync.glide(glide_sync.GlideClient, cfg)
+        return
     c = redis.Redis(port=proxy.port)
     yield c
     c.close()

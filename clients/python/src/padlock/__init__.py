@@ -16,7 +16,7 @@ from ._common import (
     to_dot,
 )
 from ._holders import current_holder, holder_scope
-from .sync import Lock, MultiLock, ReadWriteLock, RwHold, Semaphore, graph, top
+from .sync import Lock, MultiLock, ReadWriteLock, RwHold, Semaphore, glide, graph, top
 
 __all__ = [
     "DeadlockError",
@@ -32,6 +32,7 @@ __all__ = [
     "RwHold",
     "Semaphore",
     "current_holder",
+    "glide",
     "graph",
     "holder_scope",
     "new_holder",

@@ -1,19 +1,22 @@
-"""valkey-glide (the `valkey-glide` package, the client Valkey recommends) as
-the driver of the asyncio classes: `padlock.aio.glide(GlideClient, config)`
-(or `GlideClusterClient`) stands where a `redis.asyncio` client would.
+"""valkey-glide as the driver: `padlock.aio.glide(GlideClient, config)` (the
+`valkey-glide` package, asyncio) and `padlock.glide(GlideClient, config)`
+(`valkey-glide-sync`, blocking), each with `GlideClusterClient` too, stand
+where a redis-py client would.
 
 padlock makes the glide clients it needs from your configuration, each
-shaped as the redis-py connection the asyncio classes drive (`send_command`,
-`read_response`, `disconnect`): one shared per event loop, and one per wait
-while it waits. They speak RESP2 and take glide's longest request timeout
+driven as the redis-py connection the classes use (`send_command`,
+`read_response`, `disconnect`, and for the blocking ones `can_read` and a
+`connection_pool` to make them from): one shared, and one per wait while
+it waits. They speak RESP2 and take glide's longest request timeout
 (glide's own, 250 ms by default, would abandon server-side waits): padlock
 times every call itself. In a cluster a command goes to the primary of its
-(first) key's slot. (Glide's asyncio `close()` closes the socket at once,
-which drops a server-side wait; its Node client does not, see the
-TypeScript client's `glide.ts`.)"""
+(first) key's slot. Glide's Python `close()` closes the socket at once,
+which drops a server-side wait (its Node client does not: see the
+TypeScript client's `glide.ts`)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 from typing import Any, Optional, Sequence
 
@@ -31,49 +34,53 @@ def _route_key(args: Sequence[Any]) -> Optional[Any]:
     return args[at] if len(args) > at else None
 
 
-def _arg(a: Any) -> Any:
-    return a if isinstance(a, (bytes, str)) else str(a)
-
-
-class Glide:
-    """A glide client class and its configuration, for padlock's asyncio
-    classes and `graph`/`top`."""
+class _Driver:
+    """A glide client class and its configuration: how padlock's own glide
+    clients are made, and how a command is put to one."""
 
     def __init__(self, factory: Any, config: Any) -> None:
-        import glide
+        import glide_shared
 
         self.factory = factory
         self.cluster = factory.__name__ == "GlideClusterClient"
-        self._glide = glide
+        self._g = glide_shared
         cfg = copy.copy(config)
-        cfg.protocol = glide.ProtocolVersion.RESP2
+        cfg.protocol = glide_shared.ProtocolVersion.RESP2
         cfg.request_timeout = LONGEST_MS
         self.config = cfg
 
-    async def create(self) -> Any:
-        return await self.factory.create(self.config)
-
-    def route(self, key: Optional[Any]) -> Any:
+    def command(self, args: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
+        """The command's arguments as glide takes them, and its route (in a
+        cluster: the primary of its key's slot)."""
+        cmd = [a if isinstance(a, (bytes, str)) else str(a) for a in args]
+        key = _route_key(args)
         if not self.cluster or key is None:
-            return None
-        g = self._glide
-        return g.SlotKeyRoute(g.SlotType.PRIMARY, key if isinstance(key, str) else bytes(key).decode())
+            return cmd, ()
+        g = self._g
+        name = key if isinstance(key, str) else bytes(key).decode()
+        return cmd, (g.SlotKeyRoute(g.SlotType.PRIMARY, name),)
+
+    def error(self, e: Exception) -> Exception:
+        """glide's error as redis-py's (what the rest of padlock reads)."""
+        g = self._g
+        if isinstance(e, g.TimeoutError):
+            return redis.TimeoutError(str(e))
+        if isinstance(e, (g.ConnectionError, g.ClosingError)):
+            return redis.ConnectionError(str(e))
+        if isinstance(e, g.RequestError):
+            return redis.ResponseError(str(e))
+        return e
+
+
+class Glide(_Driver):
+    """For the asyncio classes and `padlock.aio.graph`/`top`."""
 
     async def run(self, client: Any, args: Sequence[Any]) -> Any:
-        """One command on `client` (in a cluster, on the primary of its
-        key), glide's errors as redis-py's."""
-        g = self._glide
-        cmd = [_arg(a) for a in args]
+        cmd, route = self.command(args)
         try:
-            if self.cluster:
-                return await client.custom_command(cmd, self.route(_route_key(args)))
-            return await client.custom_command(cmd)
-        except g.TimeoutError as e:
-            raise redis.TimeoutError(str(e)) from None
-        except (g.ConnectionError, g.ClosingError) as e:
-            raise redis.ConnectionError(str(e)) from None
-        except g.RequestError as e:
-            raise redis.ResponseError(str(e)) from None
+            return await client.custom_command(cmd, *route)
+        except Exception as e:
+            raise self.error(e) from None
 
     def connection(self) -> "GlideConnection":
         return GlideConnection(self)
@@ -92,7 +99,7 @@ class Glide:
 
 
 class GlideConnection:
-    """One glide client, driven as a redis-py connection."""
+    """One asyncio glide client, driven as a redis-py connection."""
 
     def __init__(self, owner: Glide) -> None:
         self._owner = owner
@@ -101,7 +108,7 @@ class GlideConnection:
 
     async def send_command(self, *args: Any) -> None:
         if self._client is None:
-            self._client = await self._owner.create()
+            self._client = await self._owner.factory.create(self._owner.config)
         self._args = args
 
     async def read_response(self) -> Any:
@@ -109,9 +116,89 @@ class GlideConnection:
 
     async def disconnect(self) -> None:
         client, self._client = self._client, None
-        if client is None:
-            return
+        if client is not None:
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - closing an already failed client
+                pass
+
+
+class GlideSync(_Driver):
+    """For the blocking classes and `padlock.graph`/`top`: its
+    `connection_pool` makes padlock's glide clients."""
+
+    def __init__(self, factory: Any, config: Any) -> None:
+        super().__init__(factory, config)
+        self.connection_pool = _Pool(self)
+
+    def execute_command(self, *args: Any) -> Any:
+        conn = GlideSyncConnection(self)
         try:
-            await client.close()
-        except Exception:  # noqa: BLE001 - closing an already failed client
-            pass
+            conn.send_command(*args)
+            return conn.read_response()
+        finally:
+            conn.disconnect()
+
+    def exists(self, *keys: Any) -> int:
+        return sum(int(self.execute_command("EXISTS", k)) for k in keys)
+
+
+class _Pool:
+    """What the blocking classes read of a redis-py pool."""
+
+    def __init__(self, owner: GlideSync) -> None:
+        self.connection_kwargs: dict[str, Any] = {}
+        self._owner = owner
+
+    def connection_class(self, **_: Any) -> "GlideSyncConnection":
+        # padlock bounds every call itself (`can_read`): socket timeouts
+        # mean nothing here.
+        return GlideSyncConnection(self._owner)
+
+
+class GlideSyncConnection:
+    """One blocking glide client, driven as a redis-py connection: its
+    command runs on a thread of its own, so that `can_read(timeout)` can
+    wait for the reply a bounded time (glide-sync's calls have no limit of
+    their own)."""
+
+    def __init__(self, owner: GlideSync) -> None:
+        self._owner = owner
+        self._client: Any = None
+        self._reply: Optional[concurrent.futures.Future[Any]] = None
+        self._thread: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+    def send_command(self, *args: Any) -> None:
+        o = self._owner
+        if self._client is None:
+            self._client = o.factory.create(o.config)
+            self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="padlock-glide")
+        cmd, route = o.command(args)
+        assert self._thread is not None
+        self._reply = self._thread.submit(self._client.custom_command, cmd, *route)
+
+    def can_read(self, timeout: Optional[float] = 0) -> bool:
+        if self._reply is None:
+            return False
+        concurrent.futures.wait([self._reply], timeout)
+        return self._reply.done()
+
+    def read_response(self) -> Any:
+        reply, self._reply = self._reply, None
+        if reply is None:
+            raise redis.ConnectionError("nothing sent")
+        try:
+            return reply.result()
+        except Exception as e:
+            raise self._owner.error(e) from None
+
+    def disconnect(self) -> None:
+        client, self._client = self._client, None
+        thread, self._thread = self._thread, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing an already failed client
+                pass
+        if thread is not None:
+            thread.shutdown(wait=False)

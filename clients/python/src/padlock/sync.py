@@ -1,4 +1,5 @@
-"""Blocking clients on redis-py (`redis.Redis` or `redis.RedisCluster`).
+"""Blocking clients on redis-py (`redis.Redis` or `redis.RedisCluster`) or
+valkey-glide-sync (`glide(GlideClient, config)`, see `_glide`).
 
 The holds of a process share one watcher thread and, per server, one
 connection of padlock's own (`_shared`): acquires, renewals, reads and
@@ -46,6 +47,7 @@ from ._retry import (
     verdict,
     with_id,
 )
+from ._glide import GlideSync
 from ._holders import COUNTS, current_holder
 from ._shared import SCHEDULER, keeper
 from ._kinds import Commands, LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
@@ -439,7 +441,10 @@ class _Hold(Commands):
         if left is None:
             return False
         self._lease_until = start + left / 1000.0
-        return True
+        # A kept lease never has much less than two thirds of its ttl left
+        # (the server renews it every third): less, and its binding is gone
+        # (a connection the driver replaced on its own, as glide does).
+        return self.renew() if left < self.ttl_ms / 2 else True
 
     def _mark_lost(self) -> None:
         if self._depth:
@@ -652,6 +657,14 @@ class ReadWriteLock:
 
     def info(self) -> dict[str, Any]:
         return as_map(_node(self._client, self.key).execute_command("RWLOCK.INFO", self.key))
+
+
+def glide(factory: Any, config: Any) -> GlideSync:
+    """valkey-glide-sync as the driver: `factory` is `glide_sync.GlideClient`
+    or `glide_sync.GlideClusterClient`, `config` its configuration. Pass the
+    result where a redis-py client goes: padlock makes the glide clients it
+    needs from it (see `_glide`)."""
+    return GlideSync(factory, config)
 
 
 def graph(client: Any) -> list[Edge]:
