@@ -40,7 +40,7 @@ def test_every_kind_on_glide_sync(r, server):
     w = Lock(g, "k", ttl=5, holder="w")
     t = threading.Thread(target=lambda: got.append(w.acquire(timeout=5)))
     t.start()
-    time.sleep(0.1)
+    time.sleep(0.4)  # longer than glide's own request timeout (250 ms)
     lock.release()
     lock.release()
     t.join(5)

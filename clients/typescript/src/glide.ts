@@ -61,9 +61,13 @@ function routeKey(args: Arg[]): string | undefined {
 
 /** A `Backend` on valkey-glide: `factory` is `GlideClient` (standalone) or
  * `GlideClusterClient`, `config` what you would pass to its
- * `createClient` (addresses, credentials, TLS, ...). */
-export function glide(factory: GlideFactory, config: Record<string, unknown>): Backend {
-  const cluster = factory.name === "GlideClusterClient";
+ * `createClient` (addresses, credentials, TLS, ...). `cluster` says which,
+ * where a bundler renamed the classes. */
+export function glide(
+  factory: GlideFactory,
+  config: Record<string, unknown>,
+  cluster = factory.name === "GlideClusterClient",
+): Backend {
   const make = async () =>
     (await factory.createClient({ ...config, protocol: RESP2, requestTimeout: LONGEST } as never)) as GlideLike;
   const route = (key: string | undefined) =>

@@ -100,6 +100,8 @@ export abstract class Hold implements AsyncDisposable {
   /** Rounds of the watching that started last (older ones stop). */
   private gen = 0;
   private watching = false;
+  /** The round under way, if any (`stopRenewing` lets it end first). */
+  private round: Promise<boolean> | undefined;
   private controller = new AbortController();
   private ids = true;
   private unsure = false;
@@ -413,7 +415,9 @@ export abstract class Hold implements AsyncDisposable {
       await this.markLost();
       return undefined;
     }
-    const ok = await (this.bound ? this.look() : this.renew()).catch(() => false);
+    const round = (this.bound ? this.look() : this.renew()).catch(() => false);
+    this.round = round;
+    const ok = await round;
     if (!this.watching || gen !== this.gen) return undefined;
     if (!ok) {
       await this.markLost();
@@ -455,6 +459,9 @@ export abstract class Hold implements AsyncDisposable {
     this.renews = this.keep = false;
     this.watching = false;
     this.gen++;
+    // A renewal under way (maybe resending, with its id, a KEEP that would
+    // bind the lease again) ends before the binding moves.
+    await this.round;
     if (this.box.kept === undefined) return;
     const start = now();
     let moved = true;

@@ -87,16 +87,17 @@ pub fn closed_to(
         return Ok(None);
     }
     let mut key = Key::read(ctx, name);
+    match key.lock()? {
+        Some(l) if *l.holder == *holder => return Ok(None),
+        Some(_) if at.will_wait => {}
+        _ => return Ok(Some(Attempt::Refused(None))),
+    }
+    // Read only for a refusal that waits (a reentry or a nil pays nothing).
     let expire = key.expire_at();
-    Ok(match key.lock()? {
-        Some(l) if *l.holder == *holder => None,
-        Some(l) => {
-            Some(Attempt::Refused(at.will_wait.then(|| {
-                Seen::of(&*l, expire, holder, Need::Exclusive, at.now)
-            })))
-        }
-        None => Some(Attempt::Refused(None)),
-    })
+    let seen = key
+        .lock()?
+        .map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, at.now));
+    Ok(Some(Attempt::Refused(seen)))
 }
 
 /// Takes one lock for `holder` now; refused when someone else has it,
