@@ -67,6 +67,9 @@ if [ "${1:-}" = "--observe" ]; then
 fi
 
 if [ "${1:-}" = "--python" ]; then
+  # The blocking Python client is generated from the asyncio one (one
+  # source; see clients/python/unasync.py): written anew before any use.
+  python3 clients/python/unasync.py
   req=python-tests/requirements.txt
   stamp=.venv/.installed
   if [ ! -x .venv/bin/python ]; then

@@ -11,8 +11,12 @@ import weakref
 from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
 
 import redis
+from redis.asyncio.cluster import RedisCluster
 
+from ._glide import Glide as Driver
 from ._retry import CONNECTION_ERRORS
+
+__all__ = ["Driver"]
 
 
 class Watched(Protocol):
@@ -117,15 +121,19 @@ class Keeper:
             # "not acquired".
             return await asyncio.wait_for(exchange(conn, args), limit)
         except asyncio.TimeoutError:
-            await self.reset()
+            await self._reset()
             raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
         except CONNECTION_ERRORS:
-            await self.reset()
+            await self._reset()
             raise
 
     async def reset(self) -> None:
         """Closes the connection: every binding on it ends (the holds that
         still live see `epoch` move and bind again on their next round)."""
+        async with self.lock:
+            await self._reset()
+
+    async def _reset(self) -> None:
         self.epoch += 1
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -169,3 +177,83 @@ def keeper_connections() -> int:
     if per_loop is None:
         return 0
     return sum(k.connections() for nodes in per_loop.values() for k in nodes.values())
+
+
+# -- what `aio.py` runs on (`sync.py`, generated from it, on `_shared`) -----------
+
+#: How long a server-side wait may take at most on the wire (BLOCK 0).
+FOREVER: Optional[float] = 365 * 24 * 3600.0
+
+Event = asyncio.Event
+Lock = asyncio.Lock
+sleep = asyncio.sleep
+current = asyncio.current_task
+Cancelled = asyncio.CancelledError
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def node(client: Any, key: str) -> Any:
+    """The client to read `key` through: the application's own (a cluster
+    client routes by the key)."""
+    return client
+
+
+class Source:
+    """Where a hold's connections come from: made like the client's own
+    (its pool's settings, or for a cluster those of the node that serves
+    the key), never taken from the application's pool."""
+
+    def __init__(self, client: Any, key: str) -> None:
+        self.client, self.key = client, key
+        self.node: Any = None
+        self.glide = client if isinstance(client, Driver) else None
+        self.pool = None if isinstance(client, (RedisCluster, Driver)) else client.connection_pool
+
+    async def _where(self) -> tuple[Any, dict[str, Any], str]:
+        if self.glide is not None:
+            return None, {}, ""
+        if self.pool is not None:
+            return self.pool.connection_class, dict(self.pool.connection_kwargs), ""
+        if self.node is None:
+            await self.client.initialize()
+            self.node = self.client.get_node_from_key(self.key)
+        return self.node.connection_class, dict(self.node.connection_kwargs), str(self.node.name)
+
+    async def make(self, **override: Any) -> Any:
+        if self.glide is not None:
+            return self.glide.connection()
+        cls, kw, _ = await self._where()
+        kw.update(override)
+        return cls(**kw)
+
+    async def keeper(self) -> Keeper:
+        _, _, name = await self._where()
+        return keeper(self.client, name, self.make)
+
+    async def wait(self, args: Sequence[Any], limit: Optional[float]) -> Any:
+        """One server-side wait on a connection made for it (no socket
+        timeout: `limit` bounds it), closed after it."""
+        conn = await self.make(socket_timeout=None)
+        try:
+            return await asyncio.wait_for(exchange(conn, args), limit)
+        except asyncio.TimeoutError:
+            raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
+        finally:
+            await conn.disconnect()
+
+
+def collected(box: list[Any]) -> None:
+    """A hold collected without `release()` (on any thread): if the server
+    keeps its lease, the shared connection is replaced so that the binding
+    ends (the holds that live bind again on their next round)."""
+    kept, box[0] = box[0], None
+    if kept is not None:
+        kept.reset_soon()
+
+
+def call_lost(on_lost: Callable[[Any], None], hold: Any) -> None:
+    """`on_lost(hold)`, on the loop (it must not block)."""
+    on_lost(hold)

@@ -13,9 +13,15 @@ import itertools
 import threading
 import time
 import weakref
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, Sequence
 
+import redis
+from redis.cluster import RedisCluster
+
+from ._glide import GlideSync as Driver
 from ._retry import CONNECTION_ERRORS
+
+__all__ = ["Driver"]
 
 #: The longest one command may take on the shared connection (seconds).
 TIMEOUT = 5.0
@@ -84,11 +90,11 @@ class Keeper:
         #: earlier one are gone.
         self.epoch = 0
 
-    def call(self, args: Any, limit: Optional[float],
-             run: Callable[[Any, Any, Optional[float]], Any]) -> tuple[Any, int]:
-        """`run(conn, args, limit)` on the shared connection, under its lock:
-        the reply and the epoch it went out on. A connection error closes
-        the connection (the next call opens a new one)."""
+    def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
+        """`args` on the shared connection, under its lock, waiting for the
+        reply at most `limit` seconds: the reply and the epoch it went out
+        on. A connection error closes the connection (the next call opens a
+        new one)."""
         with self.lock:
             if self._conn is None:
                 kw = dict(self._pool.connection_kwargs)
@@ -101,7 +107,7 @@ class Keeper:
                 kw["socket_connect_timeout"] = min(kw.get("socket_connect_timeout") or bound, bound)
                 self._conn = self._pool.connection_class(**kw)
             try:
-                return run(self._conn, args, limit), self.epoch
+                return _run(self._conn, args, limit), self.epoch
             except CONNECTION_ERRORS:
                 self.reset()
                 raise
@@ -128,3 +134,82 @@ def keeper(client: Any) -> Keeper:
             k = _KEEPERS[client] = Keeper(client.connection_pool)
         return k
 
+
+
+def _run(conn: Any, args: Sequence[Any], limit: Optional[float]) -> Any:
+    """One command; no reply within `limit` seconds is a timeout (and the
+    caller's connection is replaced: the reply may still come)."""
+    conn.send_command(*args)
+    if limit is not None and not conn.can_read(timeout=max(limit, 0.05)):
+        raise redis.TimeoutError(f"no reply within {limit:.2f} s")
+    return conn.read_response()
+
+
+# -- what `sync.py` (generated from `aio.py`) runs on ----------------------------
+
+#: How long a server-side wait may take at most on the wire: no end (the
+#: wait's connection has no socket timeout).
+FOREVER: Optional[float] = None
+
+Event = threading.Event
+#: Reentrant: a hold's round may end the hold on the watcher's thread.
+Lock = threading.RLock
+now = time.monotonic
+sleep = time.sleep
+current = threading.get_ident
+
+
+class Cancelled(Exception):
+    """Never raised: threads are not cancelled (asyncio's tasks are)."""
+
+
+def scheduler() -> Scheduler:
+    return SCHEDULER
+
+
+def node(client: Any, key: str) -> Any:
+    """The plain client for the node that serves `key`."""
+    if isinstance(client, RedisCluster):
+        cluster: Any = client  # redis-py leaves these two untyped
+        return cluster.get_redis_connection(cluster.get_node_from_key(key))
+    return client
+
+
+class Source:
+    """Where a hold's connections come from: made like those of the pool of
+    the client (or of the cluster node) that serves the key, never taken
+    from it."""
+
+    def __init__(self, client: Any, key: str) -> None:
+        self.client = node(client, key)
+
+    def keeper(self) -> Keeper:
+        return keeper(self.client)
+
+    def wait(self, args: Sequence[Any], limit: Optional[float]) -> Any:
+        """One server-side wait on a connection made for it, whose socket
+        timeout is longer than the wait (none for a wait without end), so
+        no driver timeout can abandon a wait the server still holds."""
+        pool = self.client.connection_pool
+        kw = dict(pool.connection_kwargs)
+        kw["socket_timeout"] = None if limit is None else max(limit, 0.05)
+        conn = pool.connection_class(**kw)
+        try:
+            return _run(conn, args, None)
+        finally:
+            conn.disconnect()
+
+
+def collected(box: list[Any]) -> None:
+    """A hold collected without `release()`: if the server keeps its lease,
+    the shared connection is replaced so that the binding ends (the holds
+    that live bind again on their next round)."""
+    kept, box[0] = box[0], None
+    if kept is not None:
+        kept.reset()
+
+
+def call_lost(on_lost: Callable[[Any], None], hold: Any) -> None:
+    """`on_lost(hold)` on a thread of its own: a slow callback must not hold
+    back the other holds' rounds."""
+    threading.Thread(target=on_lost, args=(hold,), name="padlock-on-lost", daemon=True).start()
