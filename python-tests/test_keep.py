@@ -259,3 +259,26 @@ def test_keep_max_idle_ends_a_silent_binding(make_server):
     assert r.exists("quiet") == 0, "the silent connection's lease ran out"
     assert r.exists("busy") == 1, "the talking one is still kept"
     assert r.info("padlock")["padlock_keep_lost"] >= 1
+
+
+def test_a_kept_lock_renews_into_the_aof_as_pexpireat(make_server):
+    """A lock's renewal changes its lease alone: replicas and the AOF get
+    `PEXPIREAT key deadline` (about half the bytes of the whole value), and
+    a restart from that AOF has the same holder, count and fence."""
+    extra = ["--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble", "no"]
+    s = make_server(extra=extra)
+    holder = s.client()
+    fence = holder.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
+    holder.execute_command("LOCK.ACQUIRE", "k", "me", 300)
+    r = s.client()
+    assert wait_for(lambda: r.info("padlock")["padlock_keep_renewals"] >= 6, timeout=5)
+    aof = b"".join(p.read_bytes() for p in s.dir.rglob("*.aof*") if p.is_file())
+    assert aof.upper().count(b"PEXPIREAT") >= 5, "each renewal is a PEXPIREAT"
+    assert aof.count(b"\r\nk\r\n") - aof.upper().count(b"PEXPIREAT") <= 3, "the value is written only when it changes"
+    before = linfo(r, "k")
+    s.kill()
+    s.extra = extra
+    s.start()
+    after = linfo(s.client(), "k")
+    assert (after["holder"], after["count"], after["fence"]) == (b"me", 2, fence)
+    assert (before["holder"], before["count"], before["fence"]) == (b"me", 2, fence)

@@ -212,6 +212,29 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     );
 }
 
+/// A lock whose lease alone moved (a renewal: `KEEP`'s, or `LOCK.EXTEND`):
+/// `PEXPIREAT key deadline`, which replicas and the AOF apply natively, in
+/// about half the bytes of the whole value and without running a module
+/// command there. The whole value when a request-id may ride on the effect.
+pub fn lock_expire(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
+    if piggy::aboard() {
+        return lock_set(ctx, key, lock, deadline_ms);
+    }
+    let mut d = itoa::Buffer::new();
+    let (dp, dl) = digits(&mut d, deadline_ms);
+    // SAFETY: format "sb": one live string and a buffer that outlives the call.
+    unsafe {
+        rm!(RedisModule_Replicate)(
+            ctx.ctx,
+            c"PEXPIREAT".as_ptr(),
+            c"sb".as_ptr(),
+            key.inner,
+            dp,
+            dl,
+        );
+    }
+}
+
 /// A lock freed by `holder`: `DEL`, or, when the running request's id
 /// rides on it, `PADLOCK.LOCKSET key holder 0 0 0 <tail>` (count 0 frees).
 pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {

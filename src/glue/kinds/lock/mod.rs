@@ -44,8 +44,13 @@ impl Write for Effect {
                     None => key.expire_at().unwrap_or(0),
                 };
                 if let Ok(Some(l)) = key.lock() {
+                    let same = u64::from(l.count) == count;
                     l.count = count as u32;
-                    replicate::lock_set(ctx, name, l, deadline);
+                    if same && deadline_ms.is_some() {
+                        replicate::lock_expire(ctx, name, l, deadline);
+                    } else {
+                        replicate::lock_set(ctx, name, l, deadline);
+                    }
                 }
                 key.modified();
             }
