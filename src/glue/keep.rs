@@ -7,6 +7,7 @@
 
 use std::cell::RefCell;
 use std::os::raw::c_void;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use redis_module::{raw, Context, ContextFlags, RedisString};
@@ -175,10 +176,12 @@ fn renew_due(ctx: &Context) {
         });
     } else {
         for id in due {
+            // The lease shared, not copied: a renewal allocates nothing of
+            // its own beyond the key's name.
             let Some((lease, ttl, how, client)) = BOUND.with(|b| {
                 let b = b.borrow();
                 b.get(id)
-                    .map(|(l, x)| (l.clone(), x.ttl_ms, x.payload, x.client))
+                    .map(|(l, x)| (Rc::clone(l), x.ttl_ms, x.payload, x.client))
             }) else {
                 continue;
             };
