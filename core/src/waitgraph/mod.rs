@@ -348,7 +348,7 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
         let order = |a: &(&[u8], &Edge<K>), b: &(&[u8], &Edge<K>)| {
             (a.0, a.1.expires_at).cmp(&(b.0, b.1.expires_at))
         };
-        out.sort_by(order);
+        out.sort_unstable_by(order);
         out
     }
 }
