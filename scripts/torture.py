@@ -294,13 +294,22 @@ def run(grace, seconds, seed, min_replicas=0):
                     sections.append(rec)
     overlaps, split, backwards, across, lost, again = check(sections, TTL)
     time.sleep(TTL / 1000 + 0.5)
-    try:
-        mc = redis.Redis(port=master().port, socket_timeout=5)
-        info = mc.info("padlock")
-        leftover = (info["padlock_blocked_clients"], info["padlock_wait_edges"],
-                    info["padlock_locks"] + info["padlock_semaphores"])
-    except redis.RedisError as e:
-        leftover = (f"unknown: {e}",)
+    # The last fault may have left Sentinel without a master for a while
+    # (a failover under way): the end state is read once there is one.
+    leftover = ("unknown",)
+    patience = time.time() + 30
+    while True:
+        try:
+            mc = redis.Redis(port=master().port, socket_timeout=5)
+            info = mc.info("padlock")
+            leftover = (info["padlock_blocked_clients"], info["padlock_wait_edges"],
+                        info["padlock_locks"] + info["padlock_semaphores"])
+            break
+        except (redis.RedisError, MasterNotFoundError, OSError) as e:
+            leftover = (f"unknown: {e}",)
+            if time.time() > patience:
+                break
+            time.sleep(0.5)
     for n in [*sentinels, replica, primary]:
         n.kill()
     dropped = sum(p.dropped for p in proxies.values())
