@@ -58,6 +58,10 @@ class Node:
         self.port = free_port()
         self.args = args
         self.proc = None
+        # Killed while it was the master: it comes back as one (Sentinel
+        # demotes it if it failed over meanwhile), never as a replica of a
+        # node that may itself be replicating from it.
+        self.was_master = False
 
     def start(self):
         self.proc = subprocess.Popen(
@@ -210,8 +214,8 @@ def run(grace, seconds, seed, min_replicas=0):
     primary = Node(root, "primary", data_node(grace, min_replicas))
     primary.start()
     replica_args = data_node(grace, min_replicas)
-    replica = Node(root, "replica", lambda n: [*replica_args(n), "--replicaof", "127.0.0.1",
-                                               str(primary.port)])
+    replica = Node(root, "replica", lambda n: [*replica_args(n), *([] if n.was_master else [
+        "--replicaof", "127.0.0.1", str(primary.port)])])
     replica.start()
     sentinels = [Node(root, f"sentinel{i}", sentinel_node(primary.port)) for i in range(3)]
     for s in sentinels:
@@ -256,6 +260,7 @@ def run(grace, seconds, seed, min_replicas=0):
                 procs[i].join()
                 spawn(i)
             elif fault == "kill_primary":
+                m.was_master = True
                 m.kill()
                 time.sleep(0.2)
                 m.start()
