@@ -48,6 +48,8 @@ def test_the_markers():
     src = ('"""a"""\n# aio {\nx = 1\n# aio }\n#sync| y = 2\nasync def f():\n'
            '    await g()  # aio\n    async with h() as v:\n        return await v\n')
     assert gen.convert(src) == '"""a"""\ny = 2\ndef f():\n    with h() as v:\n        return v\n'
-    for bad in ("# aio {\n", "# aio }\n", "# aio {\n# aio {\n"):
+    # An `async` the rules cannot turn (split across lines) is refused, not
+    # left in the blocking text.
+    for bad in ("# aio {\n", "# aio }\n", "# aio {\n# aio {\n", '"""`async\nwith` x"""\n'):
         with pytest.raises(SystemExit):
             gen.convert(bad)

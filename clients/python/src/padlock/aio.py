@@ -109,8 +109,8 @@ class _Hold(Commands):
         self._io = rt.Lock()
         self._keeper: Optional[rt.Keeper] = None
         self._stopped = True
-        # The watcher's round of this hold while one runs (its task or
-        # thread), and a lock it holds meanwhile: `_end` waits for it.
+        # The watcher's round of this hold while one runs (what runs it),
+        # and a lock it holds meanwhile: `_end` waits for it.
         self._round: Any = None
         self._watching = rt.Lock()
         self._gen = 0
@@ -625,10 +625,10 @@ class RwHold(RwCommands, _Hold):
 
 
 class ReadWriteLock:
-    """A fair read-write lock: `async with rw.read(): ...`, `async with
-    rw.write(): ...`. Both modes belong to one holder, so a reader may
-    upgrade (`write()` while reading: granted once it is the only reader)
-    or downgrade."""
+    """A fair read-write lock: `async with rw.read(): ...`,
+    `async with rw.write(): ...`. Both modes belong to one holder, so a
+    reader may upgrade (`write()` while reading: granted once it is the
+    only reader) or downgrade."""
 
     def __init__(
         self,
