@@ -197,14 +197,14 @@ pub fn check(
     keys: &[KeyId],
     req: Request,
     now: i64,
-    known: Option<&Held>,
+    known: Option<Held>,
 ) -> Result<(), Error> {
     // What the refused attempt already read of its one key, with the
     // requests ahead: when none of those it waits for waits for anything,
     // nothing can lead back to it (the common case on a hot key: checked
     // without building the graph).
     let first = match (known, keys) {
-        (Some(held), [only]) => Some(with_ahead(held.clone(), holder, holder, only, req)),
+        (Some(held), [only]) => Some(with_ahead(held, holder, holder, only, req)),
         _ => None,
     };
     if let Some(first) = &first {

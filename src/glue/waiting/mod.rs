@@ -176,7 +176,7 @@ pub fn wait(
     let db = blocking::selected_db(ctx);
     let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();
     check_bounds(&keys)?;
-    let seen = seen.filter(|_| keys.len() == 1);
+    let mut seen = seen.filter(|_| keys.len() == 1);
     // A key of a multi-key request that the holder alone already holds is
     // no wait (semaphore permits it holds still are: more may never come).
     let mut waits = Vec::with_capacity(keys.len());
@@ -190,7 +190,8 @@ pub fn wait(
         }
     }
     if !waits.is_empty() {
-        let known = seen.as_ref().map(|s| &s.held_for);
+        // Handed over, not copied: nothing after the check reads it.
+        let known = seen.as_mut().map(|s| std::mem::take(&mut s.held_for));
         deadlock::check(
             ctx,
             holder,

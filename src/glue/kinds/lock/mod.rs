@@ -93,16 +93,21 @@ pub fn closed_to(
     }
     let mut key = Key::read(ctx, name);
     match key.lock()? {
-        Some(l) if *l.holder == *holder => return Ok(None),
-        Some(_) if at.will_wait => {}
-        _ => return Ok(Some(Attempt::Refused(None))),
+        Some(l) if *l.holder == *holder => Ok(None),
+        // Read only for a refusal that waits (a reentry or a nil pays nothing).
+        Some(_) if at.will_wait => refused_seen(&mut key, holder, at.now).map(Some),
+        _ => Ok(Some(Attempt::Refused(None))),
     }
-    // Read only for a refusal that waits (a reentry or a nil pays nothing).
+}
+
+/// A refusal that will wait, with what the wait needs of the key, read
+/// while it is open (the wait then reads it no more).
+fn refused_seen(key: &mut Key, holder: &[u8], now: i64) -> Result<Attempt<Grant>, Error> {
     let expire = key.expire_at();
     let seen = key
         .lock()?
-        .map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, at.now));
-    Ok(Some(Attempt::Refused(seen)))
+        .map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, now));
+    Ok(Attempt::Refused(seen))
 }
 
 /// Takes one lock for `holder` now; refused when someone else has it,
@@ -129,12 +134,7 @@ pub fn try_acquire(
         if !at.will_wait {
             return Ok(Attempt::Refused(None));
         }
-        // Refused: what the wait needs of the key, read while it is open.
-        let expire = key.expire_at();
-        let seen = key
-            .lock()?
-            .map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, now));
-        return Ok(Attempt::Refused(seen));
+        return refused_seen(&mut key, holder, now);
     };
     commit(ctx, name, key, effect, grant_note(&grant, holder));
     Ok(Attempt::Got(grant))
