@@ -221,6 +221,24 @@ def test_max_remembered_ids_forgets_the_oldest_freed_first(r):
     assert info(r, "LOCK.INFO", "held")[b"count"] == 1
 
 
+def test_max_remembered_ids_bounds_the_freed_past_many_held(r):
+    # More held ids than the bound: the freed keys' ids are still kept
+    # within it (the oldest freed go), and no held one is forgotten.
+    r.config_set("padlock.max-remembered-ids", 2)
+    for i in range(6):
+        r.execute_command("LOCK.ACQUIRE", f"held{i}", "h", 60000, "ID", f"a{i}")
+    for i in range(3):
+        r.execute_command("LOCK.ACQUIRE", f"k{i}", "h", 60000)
+        assert r.execute_command("LOCK.RELEASE", f"k{i}", "h", "ID", f"r{i}") == 0
+    assert r.info("padlock")["padlock_request_ids"] == 6 + 2
+    with pytest.raises(redis.ResponseError, match="NOTHELD"):
+        r.execute_command("LOCK.RELEASE", "k0", "h", "ID", "r0")
+    assert r.execute_command("LOCK.RELEASE", "k2", "h", "ID", "r2") == 0
+    for i in range(6):
+        r.execute_command("LOCK.ACQUIRE", f"held{i}", "h", 60000, "ID", f"a{i}")
+        assert info(r, "LOCK.INFO", f"held{i}")[b"count"] == 1
+
+
 def test_max_ids_per_holder_keeps_the_newest(r):
     r.config_set("padlock.max-ids-per-holder", 2)
     for i in range(3):

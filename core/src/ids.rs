@@ -10,11 +10,15 @@
 //! first. Nothing here reads a clock or a key: times come in, and "is it
 //! still held" is the glue's answer.
 
-use std::collections::{BTreeMap, VecDeque};
+mod order;
+mod slots;
+
 use std::rc::Rc;
 
 use super::error::Error;
 use super::hash::Map;
+use order::Order;
+use slots::{Holders, Recent};
 
 /// Longest request-id in bytes.
 pub const MAX_ID_LEN: usize = 64;
@@ -51,11 +55,15 @@ pub struct Remembered {
 
 #[derive(Debug, Default)]
 struct Group {
-    ids: VecDeque<Remembered>,
+    ids: Recent<Remembered>,
     /// When the group comes due: its latest request + `id-memory-ms`, or
     /// later once found still held.
     due: i64,
-    seq: u64,
+    /// Its place in the due order.
+    slot: usize,
+    /// Its place among the groups of freed keys, if its latest request
+    /// left the holder holding nothing.
+    freed: Option<usize>,
 }
 
 /// How long and how much to remember.
@@ -66,16 +74,31 @@ pub struct Bounds {
 }
 
 /// A database's groups, by key and holder.
-type Keys = Map<Rc<[u8]>, Map<Rc<[u8]>, Group>>;
+type Keys = Map<Rc<[u8]>, Holders<Group>>;
 
 /// Every group, and the order in which they come due.
 #[derive(Debug, Default)]
 pub struct Memory {
     groups: Map<i32, Keys>,
     count: usize,
-    order: BTreeMap<(i64, u64), Address>,
-    seq: u64,
+    order: Order<Address>,
     total: usize,
+    /// The groups whose latest request freed the key, oldest first, and
+    /// their ids: what `max-remembered-ids` bounds. A held key's group is
+    /// not among them, so keeping within the bound never has to look past
+    /// held groups (it once looked at up to four per request, for ever,
+    /// once more held ids than the bound were remembered).
+    freed: Order<Address>,
+    freed_ids: usize,
+}
+
+/// Whether a reply says its holder still holds: every changing command
+/// answers 0 (or only zeros) exactly when it left the holder nothing.
+fn leaves_held(a: &Answer) -> bool {
+    match a {
+        Answer::Int(v) => *v != 0,
+        Answer::Ints(vs) => vs.iter().any(|v| *v != 0),
+    }
 }
 
 /// What a request with an id finds.
@@ -103,9 +126,9 @@ impl Memory {
 
     fn take_group(&mut self, at: &Address) -> Option<Group> {
         let keys = self.groups.get_mut(&at.db)?;
-        let holders = keys.get_mut(&at.key)?;
-        let g = holders.remove(&at.holder)?;
-        if holders.is_empty() {
+        let (g, none_left) = keys.get_mut(&at.key)?.remove(&at.holder);
+        let g = g?;
+        if none_left {
             keys.remove(&at.key);
             if keys.is_empty() {
                 self.groups.remove(&at.db);
@@ -130,76 +153,94 @@ impl Memory {
     /// it). The group comes due `memory_ms` after `r.at_ms` (or later, if
     /// it was due later already).
     pub fn remember(&mut self, at: Address, r: Remembered, b: Bounds) {
+        use std::collections::hash_map::Entry;
         let due = r.at_ms.saturating_add(b.memory_ms);
-        let holders = self
-            .groups
-            .entry(at.db)
-            .or_default()
-            .entry(at.key.clone())
-            .or_default();
-        let g = match holders.get_mut(&at.holder) {
-            Some(g) => g,
-            None => {
-                self.count += 1;
-                holders.entry(at.holder.clone()).or_default()
-            }
+        let keys = self.groups.entry(at.db).or_default();
+        let (g, new) = match keys.entry(Rc::clone(&at.key)) {
+            Entry::Occupied(o) => o.into_mut().entry(&at.holder),
+            Entry::Vacant(v) => match v.insert(Holders::new(Rc::clone(&at.holder))) {
+                Holders::One(_, g) => (g, true),
+                Holders::Many(_) => unreachable!("a new key has one holder"),
+            },
         };
-        if let Some(i) = g.ids.iter().position(|o| o.id == r.id) {
-            g.ids.remove(i);
+        if let Some(slot) = g.freed.take() {
+            self.freed.remove(slot);
+            self.freed_ids -= g.ids.len();
+        }
+        if new {
+            self.count += 1;
+        } else if g.ids.remove_where(|o| o.id == r.id).is_some() {
             self.total -= 1;
         }
+        let freed_at = (!leaves_held(&r.answer)).then_some(r.at_ms);
         g.ids.push_back(r);
         self.total += 1;
         while g.ids.len() > b.per_holder.max(1) {
             g.ids.pop_front();
             self.total -= 1;
         }
-        let old = (g.due, g.seq);
-        self.seq += 1;
-        g.due = g.due.max(due);
-        g.seq = self.seq;
-        let new = (g.due, g.seq);
-        self.order.remove(&old);
-        self.order.insert(new, at);
+        if let Some(at_ms) = freed_at {
+            g.freed = Some(self.freed.insert(at_ms, at.clone()).0);
+            self.freed_ids += g.ids.len();
+        }
+        if !new {
+            self.order.remove(g.slot);
+        }
+        (g.slot, g.due) = self.order.insert(g.due.max(due), at);
+    }
+
+    /// Ids remembered for freed keys (bounded by `max-remembered-ids`).
+    pub fn freed_len(&self) -> usize {
+        self.freed_ids
+    }
+
+    /// The group of a freed key whose latest request is the oldest.
+    pub fn oldest_freed(&self) -> Option<&Address> {
+        self.freed.first().map(|(_, a)| a)
     }
 
     /// The group that comes due first, if it is due by `now_ms`.
     pub fn due(&self, now_ms: i64) -> Option<&Address> {
         self.order
-            .first_key_value()
-            .filter(|((due, _), _)| *due <= now_ms)
+            .first()
+            .filter(|(due, _)| *due <= now_ms)
             .map(|(_, a)| a)
     }
 
     /// When the first group comes due.
     pub fn next_due(&self) -> Option<i64> {
-        self.order.first_key_value().map(|((due, _), _)| *due)
+        self.order.first().map(|(due, _)| due)
     }
 
-    /// The group that comes due first, whether due or not (to forget when
-    /// past `max-remembered-ids`).
-    pub fn oldest(&self) -> Option<&Address> {
-        self.order.first_key_value().map(|(_, a)| a)
-    }
-
-    /// A group found still held: due again at `until_ms`, behind the rest.
+    /// A group found still held: due again at `until_ms`, behind the rest,
+    /// and no longer among the freed.
     pub fn keep_until(&mut self, at: &Address, until_ms: i64) {
-        let seq = self.seq + 1;
         let Some(g) = self.group_mut(at) else {
             return;
         };
-        let old = (g.due, g.seq);
-        g.due = until_ms;
-        g.seq = seq;
-        self.seq = seq;
-        self.order.remove(&old);
-        self.order.insert((until_ms, seq), at.clone());
+        let (slot, freed, len) = (g.slot, g.freed.take(), g.ids.len());
+        if let Some(f) = freed {
+            self.freed.remove(f);
+            self.freed_ids -= len;
+        }
+        let Some(owned) = self.order.remove(slot) else {
+            return;
+        };
+        let placed = self.order.insert(until_ms, owned);
+        if let Some(g) = self.group_mut(at) {
+            (g.slot, g.due) = placed;
+        }
     }
+
     /// Forgets one group.
     pub fn forget(&mut self, at: &Address) {
         if let Some(g) = self.take_group(at) {
-            self.order.remove(&(g.due, g.seq));
+            self.order.remove(g.slot);
             self.total -= g.ids.len();
+            if let Some(f) = g.freed {
+                self.freed.remove(f);
+                self.freed_ids -= g.ids.len();
+            }
         }
     }
 
@@ -208,13 +249,12 @@ impl Memory {
         let Some(g) = self.group_mut(at) else {
             return;
         };
-        let mut gone = 0;
-        if let Some(i) = g.ids.iter().position(|r| *r.id == *id) {
-            g.ids.remove(i);
-            gone = 1;
-        }
-        let empty = g.ids.is_empty();
+        let gone = usize::from(g.ids.remove_where(|r| *r.id == *id).is_some());
+        let (empty, freed) = (g.ids.is_empty(), g.freed.is_some());
         self.total -= gone;
+        if freed {
+            self.freed_ids -= gone;
+        }
         if empty {
             self.forget(at);
         }
@@ -224,7 +264,7 @@ impl Memory {
     pub fn forget_db(&mut self, db: Option<i32>) {
         let gone: Vec<Address> = self
             .order
-            .values()
+            .iter()
             .filter(|a| db.is_none_or(|d| a.db == d))
             .cloned()
             .collect();
@@ -248,7 +288,7 @@ impl Memory {
 
     /// Every remembered id, oldest group first (to save).
     pub fn all(&self) -> impl Iterator<Item = (&Address, &Remembered)> + '_ {
-        self.order.values().flat_map(move |a| {
+        self.order.iter().flat_map(move |a| {
             self.group(a)
                 .into_iter()
                 .flat_map(move |g| g.ids.iter().map(move |r| (a, r)))
@@ -266,7 +306,7 @@ impl Memory {
             .get(&db)
             .and_then(|keys| keys.get(key))
             .into_iter()
-            .flatten()
+            .flat_map(|holders| holders.iter())
             .flat_map(|(h, g)| g.ids.iter().map(move |r| (&**h, r)))
     }
 }

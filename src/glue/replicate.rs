@@ -159,7 +159,7 @@ macro_rules! replicate_with_tail {
                 rm!(RedisModule_Replicate)($ctx.ctx, $cmd, $fmt.as_ptr(), $($arg),*);
             },
             Some(t) => {
-                let packed = t.packed();
+                let packed = t.as_bytes();
                 // SAFETY: as above, the tail being "c" (ID) and "b".
                 unsafe {
                     rm!(RedisModule_Replicate)(

@@ -61,7 +61,7 @@ fn groups_come_due_in_order_and_can_be_kept() {
     m.keep_until(&at("k1", "h"), 5000);
     assert_eq!(m.due(1010), Some(&at("k2", "h")));
     m.forget(&at("k2", "h"));
-    assert_eq!(m.oldest(), Some(&at("k1", "h")));
+    assert_eq!(m.next_due(), Some(5000));
     assert_eq!(m.len(), 1);
     assert_eq!(m.groups(), 1);
 }
@@ -72,7 +72,45 @@ fn a_later_request_moves_the_group_back() {
     m.remember(at("k1", "h"), r("a", 1, 1, 0), B);
     m.remember(at("k2", "h"), r("b", 1, 1, 10), B);
     m.remember(at("k1", "h"), r("c", 1, 1, 20), B);
-    assert_eq!(m.oldest(), Some(&at("k2", "h")));
+    assert_eq!(m.due(1010), Some(&at("k2", "h")));
+}
+
+#[test]
+fn only_freed_keys_count_against_the_bound_oldest_first() {
+    let mut m = Memory::default();
+    // Held (a reply that is not 0): none of them is freed.
+    for i in 0..50 {
+        m.remember(at(&format!("held{i}"), "h"), r("a", 1, 7, i), B);
+    }
+    assert_eq!((m.freed_len(), m.oldest_freed()), (0, None));
+    // A release that left 0: freed, oldest first.
+    m.remember(at("k1", "h"), r("a", 1, 0, 100), B);
+    m.remember(at("k2", "h"), r("b", 1, 0, 101), B);
+    m.remember(at("k2", "h"), r("c", 1, 0, 102), B);
+    assert_eq!(m.freed_len(), 3);
+    assert_eq!(m.oldest_freed(), Some(&at("k1", "h")));
+    // Taken again: held, out of the freed; a later free puts it last.
+    m.remember(at("k1", "h"), r("d", 1, 9, 103), B);
+    assert_eq!((m.freed_len(), m.oldest_freed()), (2, Some(&at("k2", "h"))));
+    m.remember(at("k1", "h"), r("e", 1, 0, 104), B);
+    assert_eq!((m.freed_len(), m.oldest_freed()), (5, Some(&at("k2", "h"))));
+    // Found held after all (prune): out of the freed.
+    m.keep_until(&at("k2", "h"), 5000);
+    assert_eq!((m.freed_len(), m.oldest_freed()), (3, Some(&at("k1", "h"))));
+    m.forget_id(&at("k1", "h"), b"e");
+    assert_eq!(m.freed_len(), 2);
+    m.forget(&at("k1", "h"));
+    assert_eq!((m.freed_len(), m.oldest_freed()), (0, None));
+    // An array reply holds when any of it is not 0.
+    let ints = |v: Vec<i64>| Remembered {
+        id: b"m"[..].into(),
+        print: 1,
+        answer: Answer::Ints(v),
+        at_ms: 200,
+    };
+    m.remember(at("m1", "h"), ints(vec![0, 3]), B);
+    m.remember(at("m2", "h"), ints(vec![0, 0]), B);
+    assert_eq!((m.freed_len(), m.oldest_freed()), (1, Some(&at("m2", "h"))));
 }
 
 #[test]
@@ -128,9 +166,11 @@ proptest! {
     /// Against a model: every remembered id is found until forgotten, the
     /// count matches, and no group holds more than `per_holder`.
     #[test]
-    fn matches_a_model(ops in prop::collection::vec((0u8..3, 0u8..3, 0u8..6, 0u8..4), 1..200)) {
+    fn matches_a_model(ops in prop::collection::vec((0u8..3, 0u8..3, 0u8..6, 0u8..5), 1..200)) {
         let mut m = Memory::default();
+        // Each group's ids, and when its latest request freed the key.
         let mut model: Vec<(Address, Vec<Box<[u8]>>)> = Vec::new();
+        let mut freed: Vec<(Address, usize)> = Vec::new();
         for (i, (k, h, id, op)) in ops.into_iter().enumerate() {
             let a = at(&k.to_string(), &h.to_string());
             let id_s = id.to_string();
@@ -139,23 +179,41 @@ proptest! {
                 0 => {
                     m.forget(&a);
                     if let Some(p) = pos { model.remove(p); }
+                    freed.retain(|(x, _)| *x != a);
                 }
                 1 => {
                     m.forget_id(&a, id_s.as_bytes());
                     if let Some(p) = pos {
                         model[p].1.retain(|x| **x != *id_s.as_bytes());
-                        if model[p].1.is_empty() { model.remove(p); }
+                        if model[p].1.is_empty() {
+                            model.remove(p);
+                            freed.retain(|(x, _)| *x != a);
+                        }
                     }
                 }
+                4 => {
+                    m.keep_until(&a, 10_000 + i as i64);
+                    freed.retain(|(x, _)| *x != a);
+                }
                 _ => {
-                    m.remember(a.clone(), r(&id_s, 1, i as i64, i as i64), B);
+                    // One reply in three is 0: a request that freed the key.
+                    let answer = (i % 3) as i64;
+                    m.remember(a.clone(), r(&id_s, 1, answer, i as i64), B);
                     let p = pos.unwrap_or_else(|| { model.push((a.clone(), Vec::new())); model.len() - 1 });
                     let ids = &mut model[p].1;
                     ids.retain(|x| **x != *id_s.as_bytes());
                     ids.push(id_s.as_bytes().into());
                     while ids.len() > B.per_holder { ids.remove(0); }
+                    freed.retain(|(x, _)| *x != a);
+                    if answer == 0 { freed.push((a.clone(), i)); }
                 }
             }
+            let freed_ids: usize = freed
+                .iter()
+                .map(|(f, _)| model.iter().find(|(x, _)| x == f).map_or(0, |(_, v)| v.len()))
+                .sum();
+            prop_assert_eq!(m.freed_len(), freed_ids);
+            prop_assert_eq!(m.oldest_freed(), freed.first().map(|(a, _)| a));
             let total: usize = model.iter().map(|(_, v)| v.len()).sum();
             prop_assert_eq!(m.len(), total);
             prop_assert_eq!(m.groups(), model.len());
@@ -164,6 +222,31 @@ proptest! {
                     prop_assert!(matches!(m.find(a, x, 1), Found::Replay(_)));
                 }
             }
+            // Nothing but the model's: every id of every group, by key too.
+            for k in 0u8..3 {
+                for h in 0u8..3 {
+                    let a = at(&k.to_string(), &h.to_string());
+                    let ids = model.iter().find(|(x, _)| *x == a).map(|(_, v)| v.clone()).unwrap_or_default();
+                    for id in 0u8..6 {
+                        let id = id.to_string();
+                        let held = ids.iter().any(|x| **x == *id.as_bytes());
+                        prop_assert_eq!(matches!(m.find(&a, id.as_bytes(), 1), Found::Replay(_)), held);
+                    }
+                }
+                let mut by_key: Vec<(Vec<u8>, Vec<u8>)> = m
+                    .of_key(0, k.to_string().as_bytes())
+                    .map(|(h, r)| (h.to_vec(), r.id.to_vec()))
+                    .collect();
+                let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .iter()
+                    .filter(|(a, _)| *a.key == *k.to_string().as_bytes())
+                    .flat_map(|(a, v)| v.iter().map(move |x| (a.holder.to_vec(), x.to_vec())))
+                    .collect();
+                by_key.sort();
+                want.sort();
+                prop_assert_eq!(by_key, want);
+            }
+            prop_assert_eq!(m.all().count(), total);
         }
     }
 }

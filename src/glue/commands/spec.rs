@@ -160,7 +160,7 @@ fn without_id<R>(
     let Some(v) = s.id else {
         return f(args);
     };
-    let rest: Vec<ManuallyDrop<RedisString>> = args
+    let kept = args
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != v && *i + 1 != v)
@@ -169,12 +169,22 @@ fn without_id<R>(
                 std::ptr::null_mut(),
                 a.inner,
             ))
-        })
-        .collect();
-    // SAFETY: as in `with_args`: borrowed strings, never dropped.
-    let rest = unsafe {
-        &*(rest.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
+        });
+    let mut inline = [NO_ARG; INLINE_ARGS];
+    let heap: Vec<ManuallyDrop<RedisString>>;
+    let rest: &[ManuallyDrop<RedisString>] = if args.len().saturating_sub(2) <= INLINE_ARGS {
+        let mut n = 0;
+        for (slot, a) in inline.iter_mut().zip(kept) {
+            *slot = a;
+            n += 1;
+        }
+        &inline[..n]
+    } else {
+        heap = kept.collect();
+        &heap
     };
+    // SAFETY: as in `with_args`: borrowed strings, never dropped.
+    let rest = unsafe { &*(rest as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
     f(rest)
 }
 

@@ -100,7 +100,21 @@ fn address(ctx: &Context, ids: Ids, args: &[RedisString]) -> Option<Address> {
 /// The request's arguments but its id (and `BLOCK`'s value: a resend may
 /// wait less), hashed; the name in lower case.
 fn print_of(args: &[RedisString], s: &Spots) -> u64 {
-    let name = args.first().map(|a| a.bytes().to_ascii_lowercase());
+    // Command names are short: lowered on the stack (every request hashes).
+    let mut lower = [0u8; 32];
+    let name = args.first().map(|a| a.bytes()).unwrap_or_default();
+    let owned;
+    let name: &[u8] = match lower.get_mut(..name.len()) {
+        Some(buf) => {
+            buf.copy_from_slice(name);
+            buf.make_ascii_lowercase();
+            buf
+        }
+        None => {
+            owned = name.to_ascii_lowercase();
+            &owned
+        }
+    };
     let skip = |i: usize| Some(i) == s.id || Some(i + 1) == s.id || Some(i) == s.block;
     let rest = args
         .iter()
@@ -108,7 +122,7 @@ fn print_of(args: &[RedisString], s: &Spots) -> u64 {
         .skip(1)
         .filter(move |(i, _)| !skip(*i))
         .map(|(_, a)| a.bytes());
-    ids::print(name.as_deref().into_iter().chain(rest))
+    ids::print(std::iter::once(name).chain(rest))
 }
 
 fn to_answer(v: &RedisValue) -> Option<Answer> {
@@ -236,7 +250,7 @@ fn remember_at(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64, send: bo
 /// request, an effect, a tail on one) comes through here.
 fn store(ctx: &Context, at: Address, r: Remembered) {
     with(|m| m.remember(at, r, bounds()));
-    prune::after_remember(ctx);
+    prune::after_remember(ctx, now_ms());
 }
 
 /// An effect from the master or the AOF carried a request-id (`piggy`):

@@ -140,7 +140,8 @@ pub fn aboard() -> bool {
     RIDER.with(|r| r.try_borrow().is_ok_and(|r| r.is_some()))
 }
 
-/// What an effect appends: the id, when, the print and the rule.
+/// What an effect read from its `ID` word: the id, when, the print and
+/// the rule.
 pub struct Tail {
     pub id: Box<[u8]>,
     pub at_ms: i64,
@@ -148,9 +149,49 @@ pub struct Tail {
     pub rule: Rule,
 }
 
-/// Called by the effect of `key` and `holder` as it is sent: the tail to
+/// The longest packed word: two 20-digit numbers, the longest rule, three
+/// colons and the longest id.
+const PACKED_MAX: usize = 20 + 20 + 7 + 3 + crate::core::ids::MAX_ID_LEN;
+
+/// `at-ms:print:rule:request-id`, the one word after `ID` (the id last: it
+/// may hold colons), made on the stack: an effect is sent on every request.
+pub struct Packed {
+    buf: [u8; PACKED_MAX],
+    len: usize,
+}
+
+impl Packed {
+    fn new(at_ms: i64, print: u64, rule: Rule, id: &[u8]) -> Packed {
+        let mut p = Packed {
+            buf: [0; PACKED_MAX],
+            len: 0,
+        };
+        let (mut a, mut b) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let parts: [&[u8]; 6] = [
+            a.format(at_ms).as_bytes(),
+            b":",
+            b.format(print).as_bytes(),
+            b":",
+            rule.word().to_bytes(),
+            b":",
+        ];
+        for part in parts.into_iter().chain([id]) {
+            // An id is at most MAX_ID_LEN (checked when it came in): fits.
+            let end = (p.len + part.len()).min(PACKED_MAX);
+            p.buf[p.len..end].copy_from_slice(&part[..end - p.len]);
+            p.len = end;
+        }
+        p
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Called by the effect of `key` and `holder` as it is sent: the word to
 /// append when it is the running request's own (once per request).
-pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Tail> {
+pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
     RIDER.with(|r| {
         let mut r = r.try_borrow_mut().ok()?;
         let rider = r.as_mut().filter(|x| x.sent.is_none())?;
@@ -158,33 +199,13 @@ pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Tail> {
             return None;
         }
         rider.sent = Some(fields.answer(rider.rule));
-        Some(Tail {
-            id: rider.tag.id.clone(),
-            at_ms: rider.at_ms,
-            print: rider.tag.print,
-            rule: rider.rule,
-        })
+        Some(Packed::new(
+            rider.at_ms,
+            rider.tag.print,
+            rider.rule,
+            &rider.tag.id,
+        ))
     })
-}
-
-impl Tail {
-    /// `at-ms:print:rule:request-id`, the one word after `ID` (the id last:
-    /// it may hold colons).
-    pub fn packed(&self) -> Vec<u8> {
-        let (mut a, mut p) = (itoa::Buffer::new(), itoa::Buffer::new());
-        let (at, print, rule) = (
-            a.format(self.at_ms).as_bytes(),
-            p.format(self.print).as_bytes(),
-            self.rule.word().to_bytes(),
-        );
-        let mut out = Vec::with_capacity(at.len() + print.len() + rule.len() + 3 + self.id.len());
-        for part in [at, print, rule] {
-            out.extend_from_slice(part);
-            out.push(b':');
-        }
-        out.extend_from_slice(&self.id);
-        out
-    }
 }
 
 /// The words an effect command takes after its own: `ID packed`.

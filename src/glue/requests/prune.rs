@@ -1,7 +1,7 @@
 //! Forgetting: a group of ids comes due `id-memory-ms` after its latest
 //! request; if its holder still holds the key it is kept another
-//! `id-memory-ms`, else forgotten. Past `max-remembered-ids` the oldest
-//! groups go first (a held one is moved back instead). Its own timer, a
+//! `id-memory-ms`, else forgotten. Past `max-remembered-ids` the groups
+//! of freed keys go, the oldest first (one found held after all is kept). Its own timer, a
 //! bounded batch per firing, so no command pays for another's memory.
 
 use std::os::raw::c_void;
@@ -32,17 +32,21 @@ unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     crate::glue::guard::call((), || prune(&ctx, BATCH));
 }
 
-/// After a request was remembered: keeps within `max-remembered-ids` and
-/// makes sure the timer will come.
-pub fn after_remember(ctx: &Context) {
+/// After a request was remembered: keeps the freed keys' ids within
+/// `max-remembered-ids` and makes sure the timer will come. Each look
+/// either forgets a group or finds it held and takes it out of the freed,
+/// so a request pays for at most a few, and nothing while under the bound.
+pub fn after_remember(ctx: &Context, now: i64) {
     let max = config::MAX_REMEMBERED_IDS.load(Relaxed).max(0) as usize;
-    let now = now_ms();
-    let memory_ms = bounds().memory_ms;
     for _ in 0..PER_REQUEST {
-        let Some(at) = with(|m| (m.len() > max).then(|| m.oldest().cloned()).flatten()) else {
+        let Some(at) = with(|m| {
+            (m.freed_len() > max)
+                .then(|| m.oldest_freed().cloned())
+                .flatten()
+        }) else {
             break;
         };
-        decide(ctx, &at, now, memory_ms);
+        decide(ctx, &at, now, bounds().memory_ms);
     }
     rearm(now);
 }

@@ -1,0 +1,152 @@
+//! The two small containers of the request-id memory, each holding its
+//! common case inline: a key's holders (a lock has one) and a group's ids
+//! (a holder usually sends one request per hold, then its release). A
+//! remembered request then costs no allocation of a container of its own,
+//! only of its strings.
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use super::super::hash::Map;
+
+/// The groups of one key, by holder: one inline until a second holder comes.
+#[derive(Debug)]
+pub enum Holders<G> {
+    One(Rc<[u8]>, G),
+    Many(Map<Rc<[u8]>, G>),
+}
+
+impl<G: Default> Holders<G> {
+    pub fn new(holder: Rc<[u8]>) -> Self {
+        Holders::One(holder, G::default())
+    }
+
+    pub fn get(&self, holder: &[u8]) -> Option<&G> {
+        match self {
+            Holders::One(h, g) => (**h == *holder).then_some(g),
+            Holders::Many(m) => m.get(holder),
+        }
+    }
+
+    pub fn get_mut(&mut self, holder: &[u8]) -> Option<&mut G> {
+        match self {
+            Holders::One(h, g) => (**h == *holder).then_some(g),
+            Holders::Many(m) => m.get_mut(holder),
+        }
+    }
+
+    /// The holder's group, made if new (and then `true`).
+    pub fn entry(&mut self, holder: &Rc<[u8]>) -> (&mut G, bool) {
+        if let Holders::One(h, _) = self {
+            if **h != **holder {
+                let Holders::One(h, g) = std::mem::replace(self, Holders::Many(Map::default()))
+                else {
+                    unreachable!("matched One above")
+                };
+                if let Holders::Many(m) = self {
+                    m.insert(h, g);
+                }
+            }
+        }
+        match self {
+            Holders::One(_, g) => (g, false),
+            Holders::Many(m) => {
+                let new = !m.contains_key(&**holder);
+                (m.entry(Rc::clone(holder)).or_default(), new)
+            }
+        }
+    }
+
+    /// Takes the holder's group out; `true` beside it when none is left.
+    pub fn remove(&mut self, holder: &[u8]) -> (Option<G>, bool) {
+        match self {
+            Holders::One(h, _) if **h == *holder => {
+                let Holders::One(_, g) = std::mem::replace(self, Holders::Many(Map::default()))
+                else {
+                    unreachable!("matched One above")
+                };
+                (Some(g), true)
+            }
+            Holders::One(..) => (None, false),
+            Holders::Many(m) => {
+                let g = m.remove(holder);
+                (g, m.is_empty())
+            }
+        }
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&Rc<[u8]>, &G)> + '_> {
+        match self {
+            Holders::One(h, g) => Box::new(std::iter::once((h, g))),
+            Holders::Many(m) => Box::new(m.iter()),
+        }
+    }
+}
+
+/// A group's ids, oldest first: the first inline.
+#[derive(Debug, Default)]
+pub enum Recent<T> {
+    #[default]
+    None,
+    One(T),
+    Many(VecDeque<T>),
+}
+
+impl<T> Recent<T> {
+    pub fn len(&self) -> usize {
+        match self {
+            Recent::None => 0,
+            Recent::One(_) => 1,
+            Recent::Many(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
+        let (one, many) = match self {
+            Recent::None => (None, None),
+            Recent::One(t) => (Some(t), None),
+            Recent::Many(v) => (None, Some(v.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    pub fn push_back(&mut self, t: T) {
+        match std::mem::take(self) {
+            Recent::None => *self = Recent::One(t),
+            Recent::One(first) => *self = Recent::Many(VecDeque::from([first, t])),
+            Recent::Many(mut v) => {
+                v.push_back(t);
+                *self = Recent::Many(v);
+            }
+        }
+    }
+
+    pub fn pop_front(&mut self) -> Option<T> {
+        match std::mem::take(self) {
+            Recent::None => None,
+            Recent::One(t) => Some(t),
+            Recent::Many(mut v) => {
+                let t = v.pop_front();
+                *self = Recent::Many(v);
+                t
+            }
+        }
+    }
+
+    /// Removes the first element that `f` picks.
+    pub fn remove_where(&mut self, f: impl Fn(&T) -> bool) -> Option<T> {
+        match self {
+            Recent::None => None,
+            Recent::One(t) if f(t) => self.pop_front(),
+            Recent::One(_) => None,
+            Recent::Many(v) => {
+                let i = v.iter().position(f)?;
+                v.remove(i)
+            }
+        }
+    }
+}
