@@ -97,24 +97,33 @@ fn address(ctx: &Context, ids: Ids, args: &[RedisString]) -> Option<Address> {
     })
 }
 
+/// A command's name in lower case, on the stack: names are short, and
+/// every request with an id hashes it and looks up its reply rule by it.
+struct Lower {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl Lower {
+    fn of(name: &[u8]) -> Lower {
+        let mut l = Lower {
+            buf: [0; 32],
+            len: name.len().min(32),
+        };
+        l.buf[..l.len].copy_from_slice(&name[..l.len]);
+        l.buf.make_ascii_lowercase();
+        l
+    }
+
+    /// The name (cut at 32 bytes: longer than any command's).
+    fn name(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
 /// The request's arguments but its id (and `BLOCK`'s value: a resend may
 /// wait less), hashed; the name in lower case.
-fn print_of(args: &[RedisString], s: &Spots) -> u64 {
-    // Command names are short: lowered on the stack (every request hashes).
-    let mut lower = [0u8; 32];
-    let name = args.first().map(|a| a.bytes()).unwrap_or_default();
-    let owned;
-    let name: &[u8] = match lower.get_mut(..name.len()) {
-        Some(buf) => {
-            buf.copy_from_slice(name);
-            buf.make_ascii_lowercase();
-            buf
-        }
-        None => {
-            owned = name.to_ascii_lowercase();
-            &owned
-        }
-    };
+fn print_of(args: &[RedisString], name: &[u8], s: &Spots) -> u64 {
     let skip = |i: usize| Some(i) == s.id || Some(i + 1) == s.id || Some(i) == s.block;
     let rest = args
         .iter()
@@ -172,10 +181,11 @@ pub fn run(
     let (Some(at), Some(id)) = (address(ctx, ids, full), s.id.and_then(|i| full.get(i))) else {
         return body(ctx, args);
     };
+    let lower = Lower::of(full.first().map_or(&[][..], |a| a.bytes()));
     let tag = Rc::new(Tag {
         at,
         id: id.bytes().into(),
-        print: print_of(full, &s),
+        print: print_of(full, lower.name(), &s),
     });
     let found = with(|m| match m.find(&tag.at, &tag.id, tag.print) {
         Found::New => Ok(None),
@@ -191,7 +201,7 @@ pub fn run(
     }
     let at_ms = now_ms();
     let rule = matches!(ids, Ids::After(_))
-        .then(|| piggy::Rule::of(full.first().map_or(&[][..], |a| a.bytes())))
+        .then(|| piggy::Rule::of(lower.name()))
         .flatten();
     let before = CURRENT.replace(Some(Rc::clone(&tag)));
     let (result, rode) = {

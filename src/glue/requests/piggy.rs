@@ -30,8 +30,8 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// The rule of a command's reply, by its name; None: not one of its
-    /// effect's fields.
+    /// The rule of a command's reply, by its name in lower case; None: not
+    /// one of its effect's fields.
     pub fn of(command: &[u8]) -> Option<Rule> {
         const RULES: [(&[u8], Rule); 10] = [
             (b"lock.acquire", Rule::Fence),
@@ -47,7 +47,7 @@ impl Rule {
         ];
         RULES
             .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(command))
+            .find(|(name, _)| *name == command)
             .map(|(_, r)| *r)
     }
 
