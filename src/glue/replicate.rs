@@ -44,6 +44,22 @@ thread_local! {
 
 const SMALL: i64 = 64;
 
+thread_local! {
+    /// `ID`, the word before a request-id riding on an effect: made once,
+    /// so each effect passes a reference instead of a new string.
+    static ID_WORD: Cell<RawString> = const { Cell::new(null_mut()) };
+}
+
+pub fn id_word() -> RawString {
+    ID_WORD.with(|w| {
+        if w.get().is_null() {
+            // SAFETY: a string without a context: padlock owns it for good.
+            w.set(unsafe { rm!(RedisModule_CreateString)(null_mut(), c"ID".as_ptr(), 2) });
+        }
+        w.get()
+    })
+}
+
 /// Runs a command body with its arguments known to `send`.
 pub fn during_command<R>(argv: *const RawString, argc: usize, f: impl FnOnce() -> R) -> R {
     struct Restore((*const RawString, usize));
@@ -160,11 +176,12 @@ macro_rules! replicate_with_tail {
             },
             Some(t) => {
                 let packed = t.as_bytes();
-                // SAFETY: as above, the tail being "c" (ID) and "b".
+                // SAFETY: as above, the tail being "s" (ID) and "b".
                 unsafe {
                     rm!(RedisModule_Replicate)(
                         $ctx.ctx, $cmd, $tailfmt.as_ptr(), $($arg),*,
-                        c"ID".as_ptr(), packed.as_ptr() as *const c_char, packed.len(),
+                        $crate::glue::replicate::id_word(),
+                        packed.as_ptr() as *const c_char, packed.len(),
                     );
                 }
             }
@@ -201,7 +218,7 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
         tail,
         Lock::INFO.effect.as_ptr(),
         c"sssbb",
-        c"sssbbcb",
+        c"sssbbsb",
         key.inner,
         h,
         c,
@@ -250,7 +267,7 @@ pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
         Some(t),
         Lock::INFO.effect.as_ptr(),
         c"sssss",
-        c"ssssscb",
+        c"ssssssb",
         key.inner,
         h,
         zero,
@@ -279,7 +296,7 @@ pub fn sem_set(
         tail,
         Semaphore::INFO.effect.as_ptr(),
         c"ssssb",
-        c"ssssbcb",
+        c"ssssbsb",
         key.inner,
         h,
         l,
@@ -305,7 +322,7 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
         tail,
         RwLock::INFO.effect.as_ptr(),
         c"ssssbb",
-        c"ssssbbcb",
+        c"ssssbbsb",
         key.inner,
         h,
         r,

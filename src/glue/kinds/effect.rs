@@ -8,8 +8,6 @@
 //! checked by the same rules as an RDB load (`core::stored`), so an
 //! accepted effect is always a state the server can save and load again.
 
-use std::rc::Rc;
-
 use redis_module::{Context, RedisString, RedisValue};
 
 use crate::core::args::{parse_int, Arg};
@@ -52,7 +50,7 @@ pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisVa
         rule,
     } = piggy::parse(tail)?;
     let answer = K::fields(own)?.answer(rule);
-    let tag = Rc::new(Tag {
+    let tag = Tag {
         at: Address {
             db: crate::glue::blocking::selected_db(ctx),
             key: own[1].bytes().into(),
@@ -60,12 +58,15 @@ pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisVa
         },
         id,
         print,
-    });
-    {
-        let _boarded = piggy::board(Rc::clone(&tag), Some(rule), at_ms);
+    };
+    let tag = {
+        let _boarded = piggy::board(tag, Some(rule), at_ms);
         K::apply(ctx, own)?;
+        piggy::alight()
+    };
+    if let Some((tag, _)) = tag {
+        requests::rode_in(ctx, tag, answer, at_ms);
     }
-    requests::rode_in(ctx, tag, answer, at_ms);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 

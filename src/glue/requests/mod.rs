@@ -14,7 +14,6 @@ pub mod saved;
 
 pub use memory::{bounds, with};
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 
@@ -39,11 +38,6 @@ pub enum Ids {
 
 /// Replays answered from memory.
 pub static REPLAYED: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// The request-id of the command running now, for a wait it queues.
-    static CURRENT: RefCell<Option<Rc<Tag>>> = const { RefCell::new(None) };
-}
 
 /// A request's id where it applies: what a queued wait carries.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -182,11 +176,11 @@ pub fn run(
         return body(ctx, args);
     };
     let lower = Lower::of(full.first().map_or(&[][..], |a| a.bytes()));
-    let tag = Rc::new(Tag {
+    let tag = Tag {
         at,
         id: id.bytes().into(),
         print: print_of(full, lower.name(), &s),
-    });
+    };
     let found = with(|m| match m.find(&tag.at, &tag.id, tag.print) {
         Found::New => Ok(None),
         Found::Replay(a) => Ok(Some(from_answer(a))),
@@ -203,14 +197,12 @@ pub fn run(
     let rule = matches!(ids, Ids::After(_))
         .then(|| piggy::Rule::of(lower.name()))
         .flatten();
-    let before = CURRENT.replace(Some(Rc::clone(&tag)));
-    let (result, rode) = {
-        let _boarded = piggy::board(Rc::clone(&tag), rule, at_ms);
+    let (result, back) = {
+        let _boarded = piggy::board(tag, rule, at_ms);
         let result = body(ctx, args);
         (result, piggy::alight())
     };
-    CURRENT.set(before);
-    if let Ok(v) = &result {
+    if let (Ok(v), Some((tag, rode))) = (&result, back) {
         if let Some(answer) = to_answer(v) {
             // Replicated already when it rode on the effect, and right.
             let sent = rode.as_ref() == Some(&answer);
@@ -223,7 +215,7 @@ pub fn run(
 /// The id of the command running now (`waiting::wait` queues it with the
 /// waiter).
 pub fn current() -> Option<Rc<Tag>> {
-    CURRENT.with(|c| c.borrow().clone())
+    piggy::running()
 }
 
 /// A queued request with an id was granted: remembered as applied, so a
@@ -231,19 +223,19 @@ pub fn current() -> Option<Rc<Tag>> {
 /// waiter's database selected.
 pub fn granted(ctx: &Context, tag: Rc<Tag>, reply: &Reply) {
     if let Some(answer) = reply_answer(reply) {
+        let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
         remember(ctx, tag, answer);
     }
 }
 
 /// Remembers an applied request here and on replicas.
-fn remember(ctx: &Context, tag: Rc<Tag>, answer: Answer) {
+fn remember(ctx: &Context, tag: Tag, answer: Answer) {
     remember_at(ctx, tag, answer, now_ms(), true);
 }
 
 /// Remembers a request applied at `at_ms`; `send`: replicate it too (not
 /// when it rode on the request's own effect, or came from the master).
-fn remember_at(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64, send: bool) {
-    let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
+fn remember_at(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64, send: bool) {
     let r = Remembered {
         id: tag.id,
         print: tag.print,
@@ -265,7 +257,7 @@ fn store(ctx: &Context, at: Address, r: Remembered) {
 
 /// An effect from the master or the AOF carried a request-id (`piggy`):
 /// remembered as the master remembered it.
-pub fn rode_in(ctx: &Context, tag: Rc<Tag>, answer: Answer, at_ms: i64) {
+pub fn rode_in(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64) {
     remember_at(ctx, tag, answer, at_ms, false);
 }
 

@@ -95,10 +95,11 @@ impl Fields {
     }
 }
 
-/// The running request's id, waiting for its effect.
+/// The running request's id, while its body runs: what a wait it queues
+/// carries, and, with a rule, what its effect carries.
 struct Rider {
-    tag: std::rc::Rc<Tag>,
-    rule: Rule,
+    tag: Tag,
+    rule: Option<Rule>,
     at_ms: i64,
     /// What the effect that carried the id said the reply is.
     sent: Option<Answer>,
@@ -108,36 +109,52 @@ thread_local! {
     static RIDER: RefCell<Option<Rider>> = const { RefCell::new(None) };
 }
 
-/// Clears the rider when the body is done, however it ended.
-pub struct Boarded;
+/// Gives the rider's place back to whatever ran before, however the body
+/// ended.
+pub struct Boarded(Option<Rider>);
 
 impl Drop for Boarded {
     fn drop(&mut self) {
-        RIDER.set(None);
+        RIDER.set(self.0.take());
     }
 }
 
-/// Before a request's body: its id may ride on the effect the body sends.
-pub fn board(tag: std::rc::Rc<Tag>, rule: Option<Rule>, at_ms: i64) -> Boarded {
-    RIDER.set(rule.map(|rule| Rider {
+/// Before a request's body: its id is the running one, and may ride on
+/// the effect the body sends when its reply has a `rule`.
+pub fn board(tag: Tag, rule: Option<Rule>, at_ms: i64) -> Boarded {
+    Boarded(RIDER.replace(Some(Rider {
         tag,
         rule,
         at_ms,
         sent: None,
-    }));
-    Boarded
+    })))
 }
 
-/// After the body: what the effect that carried the id answered, if one
-/// did.
-pub fn alight() -> Option<Answer> {
-    RIDER.take().and_then(|r| r.sent)
+/// After the body (before the guard goes): the tag back, and what the
+/// effect that carried it answered, if one did.
+pub fn alight() -> Option<(Tag, Option<Answer>)> {
+    RIDER.take().map(|r| (r.tag, r.sent))
+}
+
+/// The running request's id, for a wait it queues.
+pub fn running() -> Option<std::rc::Rc<Tag>> {
+    RIDER.with(|r| {
+        r.try_borrow()
+            .ok()?
+            .as_ref()
+            .map(|x| std::rc::Rc::new(x.tag.clone()))
+    })
 }
 
 /// Whether a request-id waits for its effect now (cheap: the free path
 /// reads its holder only then).
 pub fn aboard() -> bool {
-    RIDER.with(|r| r.try_borrow().is_ok_and(|r| r.is_some()))
+    RIDER.with(|r| {
+        r.try_borrow().is_ok_and(|r| {
+            r.as_ref()
+                .is_some_and(|x| x.rule.is_some() && x.sent.is_none())
+        })
+    })
 }
 
 /// What an effect read from its `ID` word: the id, when, the print and
@@ -195,14 +212,15 @@ pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
     RIDER.with(|r| {
         let mut r = r.try_borrow_mut().ok()?;
         let rider = r.as_mut().filter(|x| x.sent.is_none())?;
+        let rule = rider.rule?;
         if *rider.tag.at.key != *key || *rider.tag.at.holder != *holder {
             return None;
         }
-        rider.sent = Some(fields.answer(rider.rule));
+        rider.sent = Some(fields.answer(rule));
         Some(Packed::new(
             rider.at_ms,
             rider.tag.print,
-            rider.rule,
+            rule,
             &rider.tag.id,
         ))
     })
