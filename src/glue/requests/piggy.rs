@@ -261,3 +261,29 @@ pub fn parse(args: &[RedisString]) -> Result<Tail, Error> {
         rule,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packs_as_the_decimal_words_it_always_was() {
+        let id = [b'x'; crate::core::ids::MAX_ID_LEN];
+        for at in [0, 9, 10, 1_764_620_000_123, -5, i64::MIN, i64::MAX] {
+            for print in [0, 1, 99, 100, u64::MAX] {
+                for rule in [Rule::Fence, Rule::Holds, Rule::Permits] {
+                    for id in [&b"r:1"[..], b"a:b:c", &id] {
+                        let want = [
+                            format!("{at}:{print}:").as_bytes(),
+                            rule.word().to_bytes(),
+                            b":",
+                            id,
+                        ]
+                        .concat();
+                        assert_eq!(Packed::new(at, print, rule, id).as_bytes(), &want[..]);
+                    }
+                }
+            }
+        }
+    }
+}
