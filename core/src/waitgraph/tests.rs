@@ -154,3 +154,39 @@ fn many_redeclarations_keep_the_expiry_heap_bounded() {
     assert_eq!(g.declared(), 0);
     assert!(g.is_empty());
 }
+
+#[test]
+fn edges_come_holder_by_holder_soonest_first_within_the_count() {
+    let mut g: WaitGraph<&'static str> = WaitGraph::default();
+    // One declared edge per holder; more from the waits it blocks in.
+    g.add_blocked(b"a", "k3", 1, Some(300));
+    g.declare(b"b", "k1", 100);
+    g.add_blocked(b"a", "k1", 2, Some(100));
+    g.declare(b"a", "k2", 200);
+    g.declare(b"c", "hidden", 100);
+    g.declare(b"d", "k9", 5);
+    let all = g.edges(10, 100, |k| *k != "hidden");
+    let seen: Vec<(&[u8], &str)> = all.iter().map(|(h, e)| (*h, e.key)).collect();
+    // Every kept live edge once (d's ran out at 5, c's key is hidden).
+    let mut sorted = seen.clone();
+    sorted.sort();
+    let want: Vec<(&[u8], &str)> = vec![(b"a", "k1"), (b"a", "k2"), (b"a", "k3"), (b"b", "k1")];
+    assert_eq!(sorted, want);
+    // One holder's edges together, the soonest to run out first.
+    let a: Vec<&str> = seen
+        .iter()
+        .filter(|(h, _)| *h == b"a")
+        .map(|(_, k)| *k)
+        .collect();
+    assert_eq!(a, ["k1", "k2", "k3"]);
+    let first_a = seen.iter().position(|(h, _)| *h == b"a").unwrap();
+    assert!(seen[first_a..first_a + 3].iter().all(|(h, _)| *h == b"a"));
+    // No more than the count, and none past it asked about.
+    let asked = std::cell::Cell::new(0);
+    let two = g.edges(10, 2, |_| {
+        asked.set(asked.get() + 1);
+        true
+    });
+    assert_eq!(two.len(), 2);
+    assert!(asked.get() <= 4, "asked {} times", asked.get());
+}
