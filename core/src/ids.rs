@@ -11,6 +11,7 @@
 //! still held" is the glue's answer.
 
 mod order;
+mod request;
 mod slots;
 
 use std::rc::Rc;
@@ -18,6 +19,7 @@ use std::rc::Rc;
 use super::error::Error;
 use super::hash::Map;
 use order::Order;
+pub use request::{print, spots, valid_id, Spots};
 use slots::{Holders, Recent};
 
 /// Longest request-id in bytes.
@@ -92,6 +94,21 @@ pub struct Memory {
     freed_ids: usize,
 }
 
+/// The two orders a group has a node in.
+#[derive(Clone, Copy)]
+enum Which {
+    Due,
+    Freed,
+}
+
+/// Takes a node out of an order: its item, and the group whose node moved
+/// into its slot, with that slot.
+fn unlink(order: &mut Order<Address>, slot: usize) -> (Option<Address>, Option<(Address, usize)>) {
+    let mut moved = None;
+    let item = order.remove(slot, |at, s| moved = Some((at.clone(), s)));
+    (item, moved)
+}
+
 /// Whether a reply says its holder still holds: every changing command
 /// answers 0 (or only zeros) exactly when it left the holder nothing.
 fn leaves_held(a: &Answer) -> bool {
@@ -163,8 +180,9 @@ impl Memory {
                 Holders::Many(_) => unreachable!("a new key has one holder"),
             },
         };
+        let mut moved = [None, None];
         if let Some(slot) = g.freed.take() {
-            self.freed.remove(slot);
+            moved[1] = unlink(&mut self.freed, slot).1;
             self.freed_ids -= g.ids.len();
         }
         if new {
@@ -184,9 +202,25 @@ impl Memory {
             self.freed_ids += g.ids.len();
         }
         if !new {
-            self.order.remove(g.slot);
+            moved[0] = unlink(&mut self.order, g.slot).1;
         }
         (g.slot, g.due) = self.order.insert(g.due.max(due), at);
+        let [due_order, freed] = moved;
+        self.relink(due_order, Which::Due);
+        self.relink(freed, Which::Freed);
+    }
+
+    /// Tells the group whose node moved in an order its new slot.
+    fn relink(&mut self, moved: Option<(Address, usize)>, which: Which) {
+        let Some((at, slot)) = moved else {
+            return;
+        };
+        if let Some(g) = self.group_mut(&at) {
+            match which {
+                Which::Due => g.slot = slot,
+                Which::Freed => g.freed = Some(slot),
+            }
+        }
     }
 
     /// Ids remembered for freed keys (bounded by `max-remembered-ids`).
@@ -220,10 +254,13 @@ impl Memory {
         };
         let (slot, freed, len) = (g.slot, g.freed.take(), g.ids.len());
         if let Some(f) = freed {
-            self.freed.remove(f);
+            let moved = unlink(&mut self.freed, f).1;
             self.freed_ids -= len;
+            self.relink(moved, Which::Freed);
         }
-        let Some(owned) = self.order.remove(slot) else {
+        let (owned, moved) = unlink(&mut self.order, slot);
+        self.relink(moved, Which::Due);
+        let Some(owned) = owned else {
             return;
         };
         let placed = self.order.insert(until_ms, owned);
@@ -235,10 +272,12 @@ impl Memory {
     /// Forgets one group.
     pub fn forget(&mut self, at: &Address) {
         if let Some(g) = self.take_group(at) {
-            self.order.remove(g.slot);
+            let moved = unlink(&mut self.order, g.slot).1;
+            self.relink(moved, Which::Due);
             self.total -= g.ids.len();
             if let Some(f) = g.freed {
-                self.freed.remove(f);
+                let moved = unlink(&mut self.freed, f).1;
+                self.relink(moved, Which::Freed);
                 self.freed_ids -= g.ids.len();
             }
         }
@@ -309,91 +348,6 @@ impl Memory {
             .flat_map(|holders| holders.iter())
             .flat_map(|(h, g)| g.ids.iter().map(move |r| (&**h, r)))
     }
-}
-
-/// A multiply-rotate hash for `print`: unkeyed, so that a print is the same
-/// on every server and after a restart (it is saved and replicated). Never
-/// used for a map (those are seeded: `hash::Map`).
-#[derive(Default, Clone, Copy)]
-struct Quick(u64);
-
-impl std::hash::Hasher for Quick {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w))
-                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write(&n.to_le_bytes());
-    }
-
-    /// Mixed, so that the low bits (a table's bucket) depend on every
-    /// input bit.
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h
-    }
-}
-
-/// A stable 64-bit hash of a request's arguments (each one's length and
-/// bytes through `Quick`, eight bytes a step): the same on every server
-/// and after a restart, since it is saved and replicated.
-pub fn print<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> u64 {
-    use std::hash::Hasher;
-    let mut h = Quick(0x9e37_79b9_7f4a_7c15);
-    for a in args {
-        h.write_usize(a.len());
-        h.write(a);
-    }
-    h.finish()
-}
-
-/// Checks a request-id's length.
-pub fn valid_id(id: &[u8]) -> bool {
-    (1..=MAX_ID_LEN).contains(&id.len())
-}
-
-/// Where a command's `ID request-id` and `BLOCK` value sit among its
-/// options (indexes into the arguments).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Spots {
-    pub id: Option<usize>,
-    pub block: Option<usize>,
-}
-
-/// Reads the options from `start` as the commands do (`KEEP` alone, every
-/// other name with its value, the last of a repeated one winning) and says
-/// where `ID`'s and `BLOCK`'s values are. An `ID` without its value is a
-/// syntax error, a request-id of the wrong length its own error; anything
-/// else wrong is the command's to report.
-pub fn spots<A: std::ops::Deref<Target = [u8]>>(args: &[A], start: usize) -> Result<Spots, Error> {
-    let mut out = Spots::default();
-    let mut i = start;
-    while i < args.len() {
-        let name = &*args[i];
-        if name.eq_ignore_ascii_case(b"KEEP") {
-            i += 1;
-            continue;
-        }
-        if name.eq_ignore_ascii_case(b"ID") {
-            let id = args.get(i + 1).ok_or(Error::Syntax)?;
-            if !valid_id(id) {
-                return Err(Error::RequestIdLength { max: MAX_ID_LEN });
-            }
-            out.id = Some(i + 1);
-        } else if name.eq_ignore_ascii_case(b"BLOCK") {
-            out.block = Some(i + 1);
-        }
-        i += 2;
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

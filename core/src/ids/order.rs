@@ -1,10 +1,12 @@
 //! The order in which groups of request-ids come due: a list sorted by due
-//! time, kept in a slab so that a group can leave it from anywhere at the
-//! cost of two links. A group's due time is almost always the latest yet
-//! (its request's time plus the same `id-memory-ms`), so a new one goes in
-//! at the tail; a search from the tail is bounded, and past that bound the
-//! group is placed there and comes due as late as its neighbour (the SPEC
-//! asks for *at least* `id-memory-ms`). A sorted tree cost about 600
+//! time, kept in a dense slab so that a group can leave it from anywhere at
+//! the cost of a few links, and the slab never holds more than the groups
+//! there are (a leaving node's place is taken by the last one, whose owner
+//! is told its new slot). A group's due time is almost always the latest
+//! yet (its request's time plus the same `id-memory-ms`), so a new one goes
+//! in at the tail; a search from the tail is bounded, and past that bound
+//! the group is placed there and comes due as late as its neighbour (the
+//! SPEC asks for *at least* `id-memory-ms`). A sorted tree cost about 600
 //! instructions per remembered request in comparisons alone.
 
 const NIL: usize = usize::MAX;
@@ -15,7 +17,7 @@ const LOOK_BACK: usize = 16;
 #[derive(Debug)]
 struct Node<T> {
     due: i64,
-    item: Option<T>,
+    item: T,
     prev: usize,
     next: usize,
 }
@@ -23,20 +25,16 @@ struct Node<T> {
 #[derive(Debug)]
 pub struct Order<T> {
     nodes: Vec<Node<T>>,
-    free: Vec<usize>,
     head: usize,
     tail: usize,
-    len: usize,
 }
 
 impl<T> Default for Order<T> {
     fn default() -> Self {
         Order {
             nodes: Vec::new(),
-            free: Vec::new(),
             head: NIL,
             tail: NIL,
-            len: 0,
         }
     }
 }
@@ -60,39 +58,37 @@ impl<T> Order<T> {
             NIL => self.head,
             a => self.nodes[a].next,
         };
-        let node = Node {
+        let slot = self.nodes.len();
+        self.nodes.push(Node {
             due,
-            item: Some(item),
+            item,
             prev: after,
             next,
-        };
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.nodes[s] = node;
-                s
-            }
-            None => {
-                self.nodes.push(node);
-                self.nodes.len() - 1
-            }
-        };
-        match after {
+        });
+        self.point(after, next, slot);
+        (slot, due)
+    }
+
+    /// Makes `prev` and `next` (either may be NIL: the ends) point at
+    /// `slot` as their next and previous node.
+    fn point(&mut self, prev: usize, next: usize, slot: usize) {
+        match prev {
             NIL => self.head = slot,
-            a => self.nodes[a].next = slot,
+            p => self.nodes[p].next = slot,
         }
         match next {
             NIL => self.tail = slot,
             n => self.nodes[n].prev = slot,
         }
-        self.len += 1;
-        (slot, due)
     }
 
-    /// Takes a slot's item out (None: the slot holds nothing).
-    pub fn remove(&mut self, slot: usize) -> Option<T> {
-        let node = self.nodes.get_mut(slot)?;
-        let item = node.item.take()?;
-        let (prev, next) = (node.prev, node.next);
+    /// Takes a slot's item out (None: no such slot). The last node moves
+    /// into the freed slot: `moved` is told its item and new slot.
+    pub fn remove(&mut self, slot: usize, moved: impl FnOnce(&T, usize)) -> Option<T> {
+        let (prev, next) = {
+            let n = self.nodes.get(slot)?;
+            (n.prev, n.next)
+        };
         match prev {
             NIL => self.head = next,
             p => self.nodes[p].next = next,
@@ -101,19 +97,23 @@ impl<T> Order<T> {
             NIL => self.tail = prev,
             n => self.nodes[n].prev = prev,
         }
-        self.free.push(slot);
-        self.len -= 1;
-        if self.len == 0 {
-            // Nothing left to point into the slab: give its memory back.
-            *self = Order::default();
+        let gone = self.nodes.swap_remove(slot);
+        if let Some(n) = self.nodes.get(slot) {
+            let (p, x) = (n.prev, n.next);
+            self.point(p, x, slot);
+            moved(&self.nodes[slot].item, slot);
         }
-        Some(item)
+        if self.nodes.is_empty() {
+            // Give the slab's memory back once nothing is in it.
+            self.nodes = Vec::new();
+        }
+        Some(gone.item)
     }
 
     /// The item due first, with its due time.
     pub fn first(&self) -> Option<(i64, &T)> {
         let n = self.nodes.get(self.head)?;
-        Some((n.due, n.item.as_ref()?))
+        Some((n.due, &n.item))
     }
 
     /// Every item, the first due first.
@@ -122,7 +122,7 @@ impl<T> Order<T> {
         std::iter::from_fn(move || {
             let n = self.nodes.get(at)?;
             at = n.next;
-            n.item.as_ref()
+            Some(&n.item)
         })
     }
 }
@@ -133,6 +133,16 @@ mod tests {
 
     fn items(o: &Order<u32>) -> Vec<u32> {
         o.iter().copied().collect()
+    }
+
+    fn dues(o: &Order<u32>) -> Vec<i64> {
+        let mut at = o.head;
+        std::iter::from_fn(|| {
+            let n = o.nodes.get(at)?;
+            at = n.next;
+            Some(n.due)
+        })
+        .collect()
     }
 
     #[test]
@@ -147,20 +157,23 @@ mod tests {
     }
 
     #[test]
-    fn removes_from_anywhere_and_reuses_slots() {
+    fn the_last_node_takes_a_removed_ones_slot() {
         let mut o = Order::default();
         let (a, _) = o.insert(1, 1);
         let (b, _) = o.insert(2, 2);
         let (c, _) = o.insert(3, 3);
-        assert_eq!(o.remove(b), Some(2));
-        assert_eq!(o.remove(b), None);
-        assert_eq!(items(&o), vec![1, 3]);
-        let (d, _) = o.insert(4, 4);
-        assert_eq!(d, b);
-        assert_eq!(o.remove(a), Some(1));
-        assert_eq!(o.remove(c), Some(3));
-        assert_eq!(o.remove(d), Some(4));
-        assert!(o.first().is_none() && o.len == 0 && o.nodes.is_empty());
+        let mut told = None;
+        assert_eq!(
+            o.remove(a, |item, slot| told = Some((*item, slot))),
+            Some(1)
+        );
+        assert_eq!(told, Some((3, a)), "3 moved from {c} into 1's slot");
+        assert_eq!(items(&o), vec![2, 3]);
+        assert_eq!(o.nodes.len(), 2);
+        assert_eq!(o.remove(c, |_, _| panic!("no such slot now")), None);
+        assert_eq!(o.remove(b, |_, _| panic!("the last one goes")), Some(2));
+        assert_eq!(o.remove(a, |_, _| panic!("alone")), Some(3));
+        assert!(o.first().is_none() && o.nodes.capacity() == 0);
     }
 
     #[test]
@@ -174,23 +187,15 @@ mod tests {
         assert_eq!(items(&o)[40 - LOOK_BACK], 99);
     }
 
-    fn dues(o: &Order<u32>) -> Vec<i64> {
-        let mut at = o.head;
-        std::iter::from_fn(|| {
-            let n = o.nodes.get(at)?;
-            at = n.next;
-            Some(n.due)
-        })
-        .collect()
-    }
-
     proptest::proptest! {
         /// Against a plain list: the same items, in due order, each due no
-        /// earlier than asked, and exactly as asked within the look-back.
+        /// earlier than asked (exactly as asked within the look-back), each
+        /// at the slot it was last told, the slab no bigger than the list.
         #[test]
         fn matches_a_model(ops in proptest::collection::vec((0i64..50, proptest::bool::ANY, 0usize..64), 1..300)) {
             let mut o = Order::default();
-            let mut model: Vec<(usize, u32, i64)> = Vec::new();
+            // (slot, item)
+            let mut model: Vec<(usize, u32)> = Vec::new();
             for (i, (due, add, pick)) in ops.into_iter().enumerate() {
                 if add || model.is_empty() {
                     let later = dues(&o).iter().filter(|d| **d > due).count();
@@ -199,10 +204,16 @@ mod tests {
                     if later <= LOOK_BACK {
                         proptest::prop_assert_eq!(given, due);
                     }
-                    model.push((slot, i as u32, given));
+                    model.push((slot, i as u32));
                 } else {
-                    let (slot, item, _) = model.remove(pick % model.len());
-                    proptest::prop_assert_eq!(o.remove(slot), Some(item));
+                    let (slot, item) = model.remove(pick % model.len());
+                    let mut told = None;
+                    proptest::prop_assert_eq!(o.remove(slot, |it, s| told = Some((*it, s))), Some(item));
+                    if let Some((it, s)) = told {
+                        let m = model.iter_mut().find(|m| m.1 == it);
+                        proptest::prop_assert!(m.is_some());
+                        if let Some(m) = m { m.0 = s; }
+                    }
                 }
                 let d = dues(&o);
                 proptest::prop_assert!(d.windows(2).all(|w| w[0] <= w[1]));
@@ -211,7 +222,10 @@ mod tests {
                 have.sort();
                 want.sort();
                 proptest::prop_assert_eq!(have, want);
-                proptest::prop_assert_eq!(o.len, model.len());
+                proptest::prop_assert_eq!(o.nodes.len(), model.len());
+                for (slot, item) in &model {
+                    proptest::prop_assert_eq!(o.nodes[*slot].item, *item);
+                }
             }
         }
     }

@@ -1,0 +1,90 @@
+//! What a request with an id is made of, as the commands read it: where
+//! its `ID` and `BLOCK` values sit, whether the id is well formed, and the
+//! print of its other arguments.
+
+use super::{Error, MAX_ID_LEN};
+
+/// A multiply-rotate hash for `print`: unkeyed, so that a print is the same
+/// on every server and after a restart (it is saved and replicated). Never
+/// used for a map (those are seeded: `hash::Map`).
+#[derive(Default, Clone, Copy)]
+struct Quick(u64);
+
+impl std::hash::Hasher for Quick {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write(&n.to_le_bytes());
+    }
+
+    /// Mixed, so that the low bits (a table's bucket) depend on every
+    /// input bit.
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
+    }
+}
+
+/// A stable 64-bit hash of a request's arguments (each one's length and
+/// bytes through `Quick`, eight bytes a step): the same on every server
+/// and after a restart, since it is saved and replicated.
+pub fn print<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    use std::hash::Hasher;
+    let mut h = Quick(0x9e37_79b9_7f4a_7c15);
+    for a in args {
+        h.write_usize(a.len());
+        h.write(a);
+    }
+    h.finish()
+}
+
+/// Checks a request-id's length.
+pub fn valid_id(id: &[u8]) -> bool {
+    (1..=MAX_ID_LEN).contains(&id.len())
+}
+
+/// Where a command's `ID request-id` and `BLOCK` value sit among its
+/// options (indexes into the arguments).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Spots {
+    pub id: Option<usize>,
+    pub block: Option<usize>,
+}
+
+/// Reads the options from `start` as the commands do (`KEEP` alone, every
+/// other name with its value, the last of a repeated one winning) and says
+/// where `ID`'s and `BLOCK`'s values are. An `ID` without its value is a
+/// syntax error, a request-id of the wrong length its own error; anything
+/// else wrong is the command's to report.
+pub fn spots<A: std::ops::Deref<Target = [u8]>>(args: &[A], start: usize) -> Result<Spots, Error> {
+    let mut out = Spots::default();
+    let mut i = start;
+    while i < args.len() {
+        let name = &*args[i];
+        if name.eq_ignore_ascii_case(b"KEEP") {
+            i += 1;
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"ID") {
+            let id = args.get(i + 1).ok_or(Error::Syntax)?;
+            if !valid_id(id) {
+                return Err(Error::RequestIdLength { max: MAX_ID_LEN });
+            }
+            out.id = Some(i + 1);
+        } else if name.eq_ignore_ascii_case(b"BLOCK") {
+            out.block = Some(i + 1);
+        }
+        i += 2;
+    }
+    Ok(out)
+}
