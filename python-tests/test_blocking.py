@@ -332,3 +332,32 @@ def test_block_works_in_resp3(server):
     assert wait_for(lambda: blocked(r3) == 1)
     r3.execute_command("LOCK.RELEASE", "k", "a")
     assert w.result() > 0
+
+
+def test_a_key_deleted_in_one_database_serves_the_waiters_there_only(server, r):
+    # A removal is noted by name alone; the key with that name in another
+    # database, and its waiter, are left as they are.
+    import threading
+
+    r3 = server.client(db=3)
+    for c in (r, r3):
+        c.execute_command("LOCK.ACQUIRE", "k", "owner", 60000)
+    got = {}
+
+    def wait(db):
+        c = server.client(db=db, socket_timeout=30)
+        got[db] = c.execute_command("LOCK.ACQUIRE", "k", f"w{db}", 60000, "BLOCK", 10000)
+
+    threads = {db: threading.Thread(target=wait, args=(db,), daemon=True) for db in (0, 3)}
+    for t in threads.values():
+        t.start()
+    wait_blocked(r, 2)
+    r3.delete("k")
+    threads[3].join(5)
+    assert isinstance(got.get(3), int) and got[3] > 0
+    assert info(r3, "k")["holder"] == b"w3"
+    time.sleep(0.3)
+    assert 0 not in got and blocked(r) == 1
+    r.execute_command("PEXPIRE", "k", 1)
+    threads[0].join(5)
+    assert isinstance(got.get(0), int) and got[0] > 0

@@ -4,8 +4,8 @@
 //! free it (`watch`). The glue keeps one of these and asks it what is due;
 //! keeping the indexes in step with each other is this module's job alone.
 
-use super::hash::Map;
-use std::collections::BTreeSet;
+use super::hash::{Map, Set};
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 
 use super::queue::{Queues, WaiterId};
@@ -24,7 +24,12 @@ pub struct Waiters<K, W> {
     queues: Queues<K, Entry<W>>,
     by_handle: Map<usize, WaiterId>,
     timeouts: BTreeSet<(i64, WaiterId)>,
-    watch: Map<K, i64>,
+    /// Per watched key its moment (and a sequence number, unique), and the
+    /// keys in that order: the timer reads what is due and the next moment
+    /// without looking at every key with waiters.
+    watch: Map<K, (i64, u64)>,
+    watch_order: BTreeMap<(i64, u64), K>,
+    seq: u64,
 }
 
 impl<K: Hash + Eq + Clone, W> Default for Waiters<K, W> {
@@ -34,6 +39,8 @@ impl<K: Hash + Eq + Clone, W> Default for Waiters<K, W> {
             by_handle: Map::default(),
             timeouts: BTreeSet::new(),
             watch: Map::default(),
+            watch_order: BTreeMap::new(),
+            seq: 0,
         }
     }
 }
@@ -87,7 +94,7 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
         }
         for k in &keys {
             if !self.queues.has_waiters(k) {
-                self.watch.remove(k);
+                self.unwatch(k);
             }
         }
         Some((keys, e))
@@ -166,29 +173,53 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
     /// When `key` may next free itself (None: not by itself). Only keys
     /// with waiters are watched.
     pub fn watch(&mut self, key: &K, at: Option<i64>) {
-        match at {
-            Some(t) if self.queues.has_waiters(key) => {
-                self.watch.insert(key.clone(), t);
-            }
-            _ => {
-                self.watch.remove(key);
-            }
+        let Some(t) = at.filter(|_| self.queues.has_waiters(key)) else {
+            return self.unwatch(key);
+        };
+        // A new waiter on a hot key asks again with the same moment.
+        if self.watch.get(key).is_some_and(|(old, _)| *old == t) {
+            return;
+        }
+        self.unwatch(key);
+        self.seq += 1;
+        self.watch.insert(key.clone(), (t, self.seq));
+        self.watch_order.insert((t, self.seq), key.clone());
+    }
+
+    fn unwatch(&mut self, key: &K) {
+        if let Some(at) = self.watch.remove(key) {
+            self.watch_order.remove(&at);
         }
     }
 
-    /// Keys with waiters that are due for another look: `noted` ones, or
-    /// ones whose watched moment has come.
-    pub fn due_keys(&self, now_ms: i64, noted: impl Fn(&K) -> bool) -> Vec<K> {
-        self.queues
-            .keys()
-            .filter(|k| noted(k) || self.watch.get(*k).is_some_and(|at| *at <= now_ms))
-            .cloned()
-            .collect()
+    /// Keys with waiters that are due for another look: the `noted` ones
+    /// that have waiters, and those whose watched moment has come. Costs
+    /// what is due, not every key with waiters.
+    pub fn due_keys(&self, now_ms: i64, noted: impl IntoIterator<Item = K>) -> Vec<K> {
+        let mut out: Vec<K> = self
+            .watch_order
+            .range(..=(now_ms, u64::MAX))
+            .map(|(_, k)| k.clone())
+            .collect();
+        let watched: Set<&K> = out.iter().collect();
+        let extra: Vec<K> = noted
+            .into_iter()
+            .filter(|k| self.queues.has_waiters(k) && !watched.contains(k))
+            .collect::<Set<K>>()
+            .into_iter()
+            .collect();
+        out.extend(extra);
+        out
+    }
+
+    /// Every key with waiters (after a flush: all need a look).
+    pub fn all_keys(&self) -> Vec<K> {
+        self.queues.keys().cloned().collect()
     }
 
     /// The next moment something is due: a watched lease or a timeout.
     pub fn next_event(&self) -> Option<i64> {
-        let lease = self.watch.values().min().copied();
+        let lease = self.watch_order.first_key_value().map(|((t, _), _)| *t);
         let timeout = self.timeouts.first().map(|(t, _)| *t);
         lease.into_iter().chain(timeout).min()
     }
@@ -289,11 +320,16 @@ mod tests {
                         }
                     }
                     _ => {
-                        let due = w.due_keys(now, |k| *k == b);
+                        let due = w.due_keys(now, [b, b]);
                         for k in 0u8..4 {
                             let want = m.head(k).is_some() && (k == b || m.watch.get(&k).is_some_and(|at| *at <= now));
                             prop_assert_eq!(due.contains(&k), want);
+                            prop_assert!(due.iter().filter(|x| **x == k).count() <= 1, "each key once");
                         }
+                        let mut all = w.all_keys();
+                        all.sort();
+                        let want: Vec<u8> = (0u8..4).filter(|k| m.head(*k).is_some()).collect();
+                        prop_assert_eq!(all, want);
                     }
                 }
                 m.watch.retain(|k, _| m.live.iter().any(|x| x.1.contains(k)));

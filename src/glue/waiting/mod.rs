@@ -382,8 +382,16 @@ fn on_timer(ctx: &Context) {
     let pending = timer::take_pending();
     let names: Set<Vec<u8>> = pending.names.into_iter().collect();
     let due = state::with(|s| {
-        s.waiters
-            .due_keys(now, |k| pending.all || names.contains(&k.name))
+        if pending.all {
+            return s.waiters.all_keys();
+        }
+        let noted = names.iter().flat_map(|name| {
+            s.dbs.iter().map(|&db| KeyId {
+                db,
+                name: name.clone(),
+            })
+        });
+        s.waiters.due_keys(now, noted)
     });
     let mut slots = slots::Slots::default();
     for key in due {

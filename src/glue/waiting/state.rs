@@ -192,6 +192,9 @@ pub struct State {
     pub graph: WaitGraph<KeyId>,
     /// Waiters that came with an id: a resend takes their place.
     by_request: Map<RequestKey, WaiterId>,
+    /// The databases anyone ever waited in: where a key noted by name
+    /// alone (an unlink callback knows no database) may have waiters.
+    pub dbs: std::collections::BTreeSet<i32>,
 }
 
 impl State {
@@ -202,6 +205,11 @@ impl State {
             .request
             .as_ref()
             .map(|t| (t.at.clone(), t.id.clone()));
+        for k in &keys {
+            if !self.dbs.contains(&k.db) {
+                self.dbs.insert(k.db);
+            }
+        }
         let id = match keys.as_slice() {
             [key] if first => self.waiters.push_front(key.clone(), entry),
             _ => self.waiters.push(keys, entry),
