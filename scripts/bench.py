@@ -271,6 +271,12 @@ def summary(pc, cont):
                         f"{ins[cfg][name] / ins[cfg][cost.BASE]:.2f}x |")
     r70 = ins.get(("Redis 7.0", False))
     if r70:
+        # What padlock's own clients send: every changing command with an id.
+        for name in ("LOCK.ACQUIRE", "LOCK.RELEASE"):
+            if f"{name} ID" in r70:
+                rows.append(f"| {name} ID (as the clients send it), instructions per call, Redis 7.0 | "
+                            f"{r70[name + ' ID']:,.0f} | {name} without `ID` {r70[name]:,.0f} | "
+                            f"{r70[name + ' ID'] / r70[name]:.2f}x |")
         lua = next(n for n in r70 if n.startswith("Lua"))
         rows.append(f"| acquire, instructions per call, Redis 7.0 | {r70['LOCK.ACQUIRE']:,.0f} | "
                     f"Redisson's Lua script {r70[lua]:,.0f} | {r70['LOCK.ACQUIRE'] / r70[lua]:.2f}x |")
