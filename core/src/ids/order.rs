@@ -65,20 +65,21 @@ impl<T> Order<T> {
             prev: after,
             next,
         });
-        self.point(after, next, slot);
+        self.link(after, slot);
+        self.link(slot, next);
         (slot, due)
     }
 
-    /// Makes `prev` and `next` (either may be NIL: the ends) point at
-    /// `slot` as their next and previous node.
-    fn point(&mut self, prev: usize, next: usize, slot: usize) {
-        match prev {
-            NIL => self.head = slot,
-            p => self.nodes[p].next = slot,
+    /// Makes `b` follow `a` (NIL for `a`: `b` is first; for `b`: `a` is
+    /// last).
+    fn link(&mut self, a: usize, b: usize) {
+        match a {
+            NIL => self.head = b,
+            a => self.nodes[a].next = b,
         }
-        match next {
-            NIL => self.tail = slot,
-            n => self.nodes[n].prev = slot,
+        match b {
+            NIL => self.tail = a,
+            b => self.nodes[b].prev = a,
         }
     }
 
@@ -89,18 +90,12 @@ impl<T> Order<T> {
             let n = self.nodes.get(slot)?;
             (n.prev, n.next)
         };
-        match prev {
-            NIL => self.head = next,
-            p => self.nodes[p].next = next,
-        }
-        match next {
-            NIL => self.tail = prev,
-            n => self.nodes[n].prev = prev,
-        }
+        self.link(prev, next);
         let gone = self.nodes.swap_remove(slot);
         if let Some(n) = self.nodes.get(slot) {
             let (p, x) = (n.prev, n.next);
-            self.point(p, x, slot);
+            self.link(p, slot);
+            self.link(slot, x);
             moved(&self.nodes[slot].item, slot);
         }
         if self.nodes.is_empty() {
