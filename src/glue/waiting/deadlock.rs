@@ -177,7 +177,7 @@ fn render(ctx: &Context, cycle: Vec<Node<KeyId>>) -> Error {
         .into_iter()
         .map(|n| match n {
             Node::Holder(h) => h,
-            Node::Key(k) => k.name,
+            Node::Key(k) => k.name.to_vec(),
         })
         .collect();
     Error::Deadlock(Reader::of(ctx).mask_cycle(nodes))
@@ -369,7 +369,7 @@ pub fn top(ctx: &Context, count: usize) -> RedisValue {
             .map(|h| {
                 let holders = held_at(ctx, &h.key, now).holders().count();
                 RedisValue::Array(vec![
-                    RedisValue::StringBuffer(h.key.name),
+                    RedisValue::StringBuffer(h.key.name.to_vec()),
                     RedisValue::BulkString(h.kind.to_string()),
                     RedisValue::Integer(h.waiters as i64),
                     RedisValue::Integer((now - h.oldest_since).max(0)),

@@ -295,7 +295,7 @@ fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
         }
         match keys.iter().find(|k| s.waiters.len(k) as i64 >= per_key) {
             Some(k) => Err(Error::TooManyWaiters {
-                key: Some(k.name.clone()),
+                key: Some(k.name.to_vec()),
                 limit: per_key,
             }),
             None => Ok(()),
@@ -380,7 +380,7 @@ fn on_timer(ctx: &Context) {
     }
     recover::take_back(ctx);
     let pending = timer::take_pending();
-    let names: Set<Vec<u8>> = pending.names.into_iter().collect();
+    let names: Set<Rc<[u8]>> = pending.names.into_iter().map(Rc::from).collect();
     let due = state::with(|s| {
         if pending.all {
             return s.waiters.all_keys();
@@ -388,7 +388,7 @@ fn on_timer(ctx: &Context) {
         let noted = names.iter().flat_map(|name| {
             s.dbs.iter().map(|&db| KeyId {
                 db,
-                name: name.clone(),
+                name: Rc::clone(name),
             })
         });
         s.waiters.due_keys(now, noted)

@@ -23,18 +23,20 @@ use crate::core::waitgraph::{Held, Need, WaitGraph};
 use crate::glue::requests::Tag;
 use crate::glue::types::Stored;
 
-/// A key in a database.
+/// A key in a database. Its name is shared: a waiter's key is held by its
+/// queue, its wait-for edges, the lease watch and the timer's lists, and a
+/// copy of each would be an allocation per waiter.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KeyId {
     pub db: i32,
-    pub name: Vec<u8>,
+    pub name: Rc<[u8]>,
 }
 
 impl KeyId {
     pub fn of(ctx: &Context, name: &RedisString) -> KeyId {
         KeyId {
             db: blocking::selected_db(ctx),
-            name: name.as_slice().to_vec(),
+            name: name.as_slice().into(),
         }
     }
 
