@@ -258,7 +258,7 @@ def tables(pc, cont):
     return "\n".join(lines)
 
 
-def summary(pc, cont):
+def summary(pc, cont, at_scale=None):
     """The README's short table: the headline ratios of the run."""
     ins = {c: pc[c][0] for c in CONFIGS if c in pc}
     rows = ["| measure | padlock | baseline | ratio |", "| --- | --- | --- | --- |"]
@@ -284,24 +284,59 @@ def summary(pc, cont):
         rows.append(f"| contended (8 processes, one lock, 1 ms inside): {row['lock']} | "
                     f"{row['sections_per_s']:,.0f} sections/s | fairness {row['fairness']:.2f} | "
                     f"wait p99 {row['p99_ms']:.1f} ms |")
-    return "\n".join(rows)
+    return "\n".join(rows + at_scale_rows(at_scale or {}))
 
 
-def readme(pc, cont, stamp):
+def at_scale_rows(at_scale):
+    """The hot key, declared waits and KEEP lines of the README's table."""
+    rows = []
+    for x in at_scale.get("hot", []):
+        if x.get("skipped"):
+            continue
+        rows.append(f"| one hot key, {x['n']:,} waiters: server µs per queued waiter | "
+                    f"{x['lock_us']:.1f} | `BLPOP` {x['list_us']:.1f} | "
+                    f"{x['lock_us'] / max(x['list_us'], 0.01):.1f}x |")
+        rows.append(f"| one hot key, {x['n']:,} waiters: PING p99 while they queue | "
+                    f"{x['lock_p99']:.1f} ms | `BLPOP` {x['list_p99']:.1f} ms | "
+                    f"{x['lock_p99'] / max(x['list_p99'], 0.01):.1f}x |")
+    wf = at_scale.get("waitfor", [])
+    if wf:
+        first, last = wf[0], wf[-1]
+        rows.append(f"| `LOCK.WAITFOR` with {last['edges']:,} edges elsewhere, µs per call | "
+                    f"{last['waitfor']:.2f} | with {first['edges']:,} edges {first['waitfor']:.2f} | "
+                    f"{last['waitfor'] / first['waitfor']:.2f}x |")
+        for x in wf:
+            rows.append(f"| `LOCK.GRAPH` (COUNT 10,000) with {x['edges']:,} edges | "
+                        f"{x['graph_ms']:.1f} ms | target: a few ms | |")
+    for x in at_scale.get("keep", []):
+        if x["leases"] != 20_000:
+            continue
+        rows.append(f"| `KEEP`, 20,000 leases of 1 s: server CPU | {x['cpu'] * 100:.1f}% of a core "
+                    f"| target 5% | {x['cpu'] / 0.05:.2f}x |")
+        rows.append(f"| `KEEP`, 20,000 leases of 1 s: AOF growth | {x['aof'] / 1000:,.0f} KB/s "
+                    f"| target 50 KB/s | {x['aof'] / 50_000:.0f}x |")
+    return rows
+
+
+def readme(pc, cont, stamp, at_scale=None):
     text = README.read_text()
     if START in text and END in text:
         a, b = text.index(START) + len(START), text.index(END)
-        README.write_text(text[:a] + f"\n<!-- written by make bench on {stamp} -->\n\n" + summary(pc, cont)
+        README.write_text(text[:a] + f"\n<!-- written by make bench on {stamp} -->\n\n"
+                          + summary(pc, cont, at_scale)
                           + "\n\n![make bench](docs/benchmarks.png)\n\n" + text[b:])
 
 
-def chart(pc, cont, path):
+def chart(pc, cont, path, at_scale=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = [c[0] for c in cost.CASES if c[0] != cost.BASE]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [3, 3, 1.4]})
+    hot = [x for x in (at_scale or {}).get("hot", []) if not x.get("skipped")]
+    ratios = [3, 3, 1.4] + ([1.4] if hot else [])
+    fig, axes = plt.subplots(1, len(ratios), figsize=(17 + 3 * bool(hot), 5.5),
+                             gridspec_kw={"width_ratios": ratios})
     width = 0.16
     for ax, idx, title in ((axes[0], 0, "instructions per call vs SET NX PX (lower is better)"),
                            (axes[1], 1, "requests/s at -P 16 vs SET NX PX (higher is better)")):
@@ -321,19 +356,30 @@ def chart(pc, cont, path):
     axes[2].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[2].set_title("contended: wait p99, ms (lower is better)", fontsize=10)
     axes[2].tick_params(axis="x", labelrotation=25, labelsize=8)
+    if hot:
+        xs = range(len(hot))
+        axes[3].bar([i - 0.2 for i in xs], [x["lock_us"] for x in hot], 0.4, label="LOCK.ACQUIRE BLOCK")
+        axes[3].bar([i + 0.2 for i in xs], [x["list_us"] for x in hot], 0.4, label="BLPOP")
+        axes[3].set_xticks(list(xs))
+        axes[3].set_xticklabels([f"{x['n']:,}" for x in hot], fontsize=8)
+        axes[3].set_title("one hot key: µs per queued waiter", fontsize=10)
+        axes[3].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
-def save(pc, cont):
+def save(pc, cont, at_scale=None):
     data = {"per_command": [[label, aof, ins, rps] for (label, aof), (ins, rps) in pc.items()],
-            "contended": cont}
+            "contended": cont, "at_scale": at_scale}
     (DOCS / "benchmarks.json").write_text(json.dumps(data, indent=1) + "\n")
 
 
 def saved():
+    """(per command, contended, at scale: the hot key, declared waits and
+    KEEP rows, or None from a run before they were saved)."""
     data = json.loads((DOCS / "benchmarks.json").read_text())
-    return {(label, aof): (ins, rps) for label, aof, ins, rps in data["per_command"]}, data["contended"]
+    pc = {(label, aof): (ins, rps) for label, aof, ins, rps in data["per_command"]}
+    return pc, data["contended"], data.get("at_scale")
 
 
 def java_vs_redisson():
@@ -350,11 +396,14 @@ def java_vs_redisson():
 def main():
     if sys.argv[1:] == ["--chart"]:
         # Draws the chart again from the last run's figures.
-        chart(*saved(), DOCS / "benchmarks.png")
+        pc, cont, at_scale = saved()
+        chart(pc, cont, DOCS / "benchmarks.png", at_scale)
         return 0
     if sys.argv[1:] == ["--readme"]:
         # Writes the README's summary again from the last run's figures.
-        readme(*saved(), time.strftime("%Y-%m-%d", time.localtime((DOCS / "benchmarks.json").stat().st_mtime)))
+        pc, cont, at_scale = saved()
+        stamp = time.strftime("%Y-%m-%d", time.localtime((DOCS / "benchmarks.json").stat().st_mtime))
+        readme(pc, cont, stamp, at_scale)
         return 0
     subprocess.run(["cargo", "build", "--release", "--example", "load"], cwd=ROOT, check=True)
     pc = per_command()
@@ -366,10 +415,13 @@ def main():
     mem, lat, keep, rw = extras()
     print("==> one hot key", flush=True)
     import hotkey
-    hot = hotkey.table([1000, 5000, 10000])
+    hot_rows = hotkey.rows([1000, 5000, 10000])
     print("==> declared waits and KEEP at scale", flush=True)
     import scale
-    hot += "\n\n" + scale.waitfor_table() + "\n\n" + scale.keep_table()
+    at_scale = {"hot": hot_rows, "waitfor": scale.waitfor_rows(), "keep": scale.keep_rows()}
+    save(pc, cont, at_scale)
+    hot = (hotkey.formatted(hot_rows) + "\n\n" + scale.waitfor_formatted(at_scale["waitfor"])
+           + "\n\n" + scale.keep_formatted(at_scale["keep"]))
 
     print("==> the Java client against Redisson", flush=True)
     java = java_vs_redisson()
@@ -392,8 +444,8 @@ def main():
     (DOCS / "benchmarks.md").write_text(
         f"# Benchmarks\n\nWritten by `make bench` on {stamp} ({os.cpu_count()} cores).\n\n"
         + table + "\n" + "\n".join(more) + "\n\n![chart](benchmarks.png)\n")
-    chart(pc, cont, DOCS / "benchmarks.png")
-    readme(pc, cont, stamp)
+    chart(pc, cont, DOCS / "benchmarks.png", at_scale)
+    readme(pc, cont, stamp, at_scale)
     print(table)
     print("\n".join(more))
     return 0

@@ -116,8 +116,14 @@ def fits(n):
     return True
 
 
-def table(sizes):
-    rows = [
+def rows(sizes):
+    """One measured row per size (None where the machine allows too few
+    open files)."""
+    return [run(n) if fits(n) else dict(n=n, skipped=True) for n in sizes]
+
+
+def formatted(measured):
+    out = [
         "**One hot key**: N clients queue on one lock (`LOCK.ACQUIRE ... BLOCK 0`), then N on one "
         "list (`BLPOP`), all sent at once. Server time per queued waiter (`INFO commandstats`), and "
         "how late PINGs from another client, one due every millisecond, were answered (p99, open "
@@ -127,16 +133,19 @@ def table(sizes):
         "PING p99 while locks queue | PING p99 while BLPOPs queue | FIFO hand-off |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for n in sizes:
-        if not fits(n):
-            rows.append(f"| {n:,} | (not run: this machine allows too few open files) | | | | | |")
+    for x in measured:
+        if x.get("skipped"):
+            out.append(f"| {x['n']:,} | (not run: this machine allows too few open files) | | | | | |")
             continue
-        x = run(n)
-        rows.append(
+        out.append(
             f"| {x['n']:,} | {x['lock_us']:.1f} | {x['list_us']:.1f} | "
             f"{x['lock_us'] / max(x['list_us'], 0.01):.1f}x | {x['lock_p99']:.2f} ms | "
             f"{x['list_p99']:.2f} ms | {'yes' if x['fifo'] else 'NO'} |")
-    return "\n".join(rows)
+    return "\n".join(out)
+
+
+def table(sizes):
+    return formatted(rows(sizes))
 
 
 def main():

@@ -62,7 +62,11 @@ def waitfor_row(edges, probes=2000):
     return dict(edges=edges, waitfor=wf, acquire=acq, graph_ms=graph / 1000)
 
 
-def waitfor_table(sizes=(1000, 10_000, 100_000)):
+def waitfor_rows(sizes=(1000, 10_000, 100_000)):
+    return [waitfor_row(n) for n in sizes]
+
+
+def waitfor_formatted(measured):
     rows = [
         "**Declared waits** (`LOCK.WAITFOR`): server time per call with N edges declared by "
         "other holders (INFO commandstats, 2,000 calls), a plain `LOCK.ACQUIRE` in the same "
@@ -73,12 +77,15 @@ def waitfor_table(sizes=(1000, 10_000, 100_000)):
         "| --- | --- | --- | --- | --- |",
     ]
     first = None
-    for n in sizes:
-        x = waitfor_row(n)
+    for x in measured:
         first = first or x["waitfor"]
-        rows.append(f"| {n:,} | {x['waitfor']:.2f} | {x['waitfor'] / first:.2f}x | "
+        rows.append(f"| {x['edges']:,} | {x['waitfor']:.2f} | {x['waitfor'] / first:.2f}x | "
                     f"{x['acquire']:.2f} | {x['graph_ms']:.1f} |")
     return "\n".join(rows)
+
+
+def waitfor_table(sizes=(1000, 10_000, 100_000)):
+    return waitfor_formatted(waitfor_rows(sizes))
 
 
 def cpu(r):
@@ -117,7 +124,11 @@ def keep_row(leases, ttl=1000, conns=4, window=10):
     return dict(leases=leases, ttl=ttl, renewals=rate, cpu=busy - idle, aof=aof, held=held)
 
 
-def keep_table(sizes=(1000, 20_000)):
+def keep_rows(sizes=(1000, 20_000)):
+    return [keep_row(n) for n in sizes]
+
+
+def keep_formatted(measured):
     rows = [
         "**KEEP** (leases the server renews while their connection lives): N locks with ttl "
         "1 s bound on 4 idle connections, AOF on (everysec); server CPU above the same server "
@@ -127,11 +138,14 @@ def keep_table(sizes=(1000, 20_000)):
         "| bound leases | renewals/s | server CPU (share of a core) | AOF bytes/s | still held |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for n in sizes:
-        x = keep_row(n)
-        rows.append(f"| {n:,} | {x['renewals']:,.0f} | {x['cpu'] * 100:.1f}% | "
+    for x in measured:
+        rows.append(f"| {x['leases']:,} | {x['renewals']:,.0f} | {x['cpu'] * 100:.1f}% | "
                     f"{x['aof'] / 1000:,.0f} KB/s | {x['held']:,} |")
     return "\n".join(rows)
+
+
+def keep_table(sizes=(1000, 20_000)):
+    return keep_formatted(keep_rows(sizes))
 
 
 def main():
