@@ -196,19 +196,18 @@ impl<K: Hash + Eq + Clone, W> Waiters<K, W> {
     /// that have waiters, and those whose watched moment has come. Costs
     /// what is due, not every key with waiters.
     pub fn due_keys(&self, now_ms: i64, noted: impl IntoIterator<Item = K>) -> Vec<K> {
+        let noted: Set<K> = noted
+            .into_iter()
+            .filter(|k| self.queues.has_waiters(k))
+            .collect();
         let mut out: Vec<K> = self
             .watch_order
             .range(..=(now_ms, u64::MAX))
-            .map(|(_, k)| k.clone())
+            .map(|(_, k)| k)
+            .filter(|k| !noted.contains(*k))
+            .cloned()
             .collect();
-        let watched: Set<&K> = out.iter().collect();
-        let extra: Vec<K> = noted
-            .into_iter()
-            .filter(|k| self.queues.has_waiters(k) && !watched.contains(k))
-            .collect::<Set<K>>()
-            .into_iter()
-            .collect();
-        out.extend(extra);
+        out.extend(noted);
         out
     }
 

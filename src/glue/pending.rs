@@ -6,6 +6,7 @@
 //! removals of keys nobody waits for cost nothing.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use redis_module::Context;
 
@@ -15,7 +16,7 @@ use super::server::now_ms;
 /// Keys noted since the last timer; `all`: every key with waiters.
 #[derive(Default)]
 pub struct Pending {
-    pub names: Vec<Vec<u8>>,
+    pub names: Vec<Rc<[u8]>>,
     pub all: bool,
 }
 
@@ -38,7 +39,7 @@ pub fn set_watching(any: bool) {
 /// timer. Nothing to do while nobody waits.
 pub fn note_removed(name: &[u8]) {
     if WATCHING.get() {
-        note([name.to_vec()]);
+        note([Rc::from(name)]);
     }
 }
 
@@ -57,7 +58,7 @@ pub fn fired() {
 }
 
 /// Notes keys to look at on the next timer, which is armed for now.
-pub fn note(names: impl IntoIterator<Item = Vec<u8>>) {
+pub fn note(names: impl IntoIterator<Item = Rc<[u8]>>) {
     PENDING.with(|p| {
         let mut p = p.borrow_mut();
         for n in names {

@@ -122,7 +122,20 @@ fn with_args<R>(
         Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
         _ => &[],
     };
-    let borrow = |&s: &*mut raw::RedisModuleString| {
+    replicate::during_command(strings.as_ptr(), strings.len(), || {
+        borrowed(strings.iter().copied(), strings.len(), f)
+    })
+}
+
+/// Runs `f` on `n` of Redis' strings as borrowing `RedisString`s, on the
+/// stack when they fit (every command comes through here, most with no
+/// more than `INLINE_ARGS`).
+fn borrowed<R>(
+    strings: impl Iterator<Item = *mut raw::RedisModuleString>,
+    n: usize,
+    f: impl FnOnce(&[RedisString]) -> R,
+) -> R {
+    let borrow = |s| {
         ManuallyDrop::new(RedisString::from_redis_module_string(
             std::ptr::null_mut(),
             s,
@@ -130,19 +143,21 @@ fn with_args<R>(
     };
     let mut inline = [NO_ARG; INLINE_ARGS];
     let heap: Vec<ManuallyDrop<RedisString>>;
-    let args: &[ManuallyDrop<RedisString>] = if strings.len() <= INLINE_ARGS {
+    let args: &[ManuallyDrop<RedisString>] = if n <= INLINE_ARGS {
+        let mut len = 0;
         for (slot, s) in inline.iter_mut().zip(strings) {
             *slot = borrow(s);
+            len += 1;
         }
-        &inline[..strings.len()]
+        &inline[..len]
     } else {
-        heap = strings.iter().map(borrow).collect();
+        heap = strings.map(borrow).collect();
         &heap
     };
     // SAFETY: ManuallyDrop<T> has T's layout (repr(transparent)); the
     // strings are never dropped, so none is freed that padlock does not own.
     let args = unsafe { &*(args as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
-    replicate::during_command(strings.as_ptr(), strings.len(), || f(args))
+    f(args)
 }
 
 /// A row's `ids = ...`, or `Ids::No` without one.
@@ -164,28 +179,8 @@ fn without_id<R>(
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != v && *i + 1 != v)
-        .map(|(_, a)| {
-            ManuallyDrop::new(RedisString::from_redis_module_string(
-                std::ptr::null_mut(),
-                a.inner,
-            ))
-        });
-    let mut inline = [NO_ARG; INLINE_ARGS];
-    let heap: Vec<ManuallyDrop<RedisString>>;
-    let rest: &[ManuallyDrop<RedisString>] = if args.len().saturating_sub(2) <= INLINE_ARGS {
-        let mut n = 0;
-        for (slot, a) in inline.iter_mut().zip(kept) {
-            *slot = a;
-            n += 1;
-        }
-        &inline[..n]
-    } else {
-        heap = kept.collect();
-        &heap
-    };
-    // SAFETY: as in `with_args`: borrowed strings, never dropped.
-    let rest = unsafe { &*(rest as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
-    f(rest)
+        .map(|(_, a)| a.inner);
+    borrowed(kept, args.len().saturating_sub(2), f)
 }
 
 /// A family's rows: `name => body, flags, keys, acl, summary, complexity,

@@ -135,6 +135,6 @@ fn forget(handle: usize) -> bool {
     let Some(keys) = keys else {
         return false;
     };
-    timer::note(keys.into_iter().map(|k| k.name.to_vec()));
+    timer::note(keys.into_iter().map(|k| k.name));
     true
 }

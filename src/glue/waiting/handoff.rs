@@ -112,7 +112,7 @@ fn wake_all(taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
     for (_, (keys, e)) in taken {
         info::bump(counter);
         clients::wake(e.payload.handle, reply.clone(), None);
-        timer::note(keys.into_iter().map(|k| k.name.to_vec()));
+        timer::note(keys.into_iter().map(|k| k.name));
     }
 }
 
@@ -127,7 +127,7 @@ fn serve(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
     }
     if !blocking::may_write(ctx) {
         // Paused or loading: look again when writes are allowed.
-        timer::note([key.name.to_vec()]);
+        timer::note([key.name.clone()]);
         return;
     }
     grant_heads(ctx, key, tried);

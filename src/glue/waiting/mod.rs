@@ -380,7 +380,7 @@ fn on_timer(ctx: &Context) {
     }
     recover::take_back(ctx);
     let pending = timer::take_pending();
-    let names: Set<Rc<[u8]>> = pending.names.into_iter().map(Rc::from).collect();
+    let names: Set<Rc<[u8]>> = pending.names.into_iter().collect();
     let due = state::with(|s| {
         if pending.all {
             return s.waiters.all_keys();

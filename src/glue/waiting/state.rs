@@ -207,11 +207,7 @@ impl State {
             .request
             .as_ref()
             .map(|t| (t.at.clone(), t.id.clone()));
-        for k in &keys {
-            if !self.dbs.contains(&k.db) {
-                self.dbs.insert(k.db);
-            }
-        }
+        self.dbs.extend(keys.iter().map(|k| k.db));
         let id = match keys.as_slice() {
             [key] if first => self.waiters.push_front(key.clone(), entry),
             _ => self.waiters.push(keys, entry),
