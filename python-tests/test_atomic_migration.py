@@ -182,3 +182,34 @@ def test_a_cancelled_migration_leaves_the_source_serving(make_server):
     fence = waiter.result()
     assert isinstance(fence, int) and fence > 0
     assert lock_info(r, k)[b"holder"] == b"bob"
+
+
+def test_bound_leases_that_moved_run_out_on_the_destination(make_server):
+    """A bound lease travels far away (its deadline carries its ttl, see
+    test_keep); the destination of an atomic migration binds nothing, so
+    it gives each such lease its ttl from then (never holds it for good),
+    and a lease the holder binds again there is kept."""
+    kind, nodes = migration_cluster(make_server)
+    src, dst = nodes[0], nodes[1]
+    slot = 300
+    tag = tag_for_slot(slot)
+    r = src.client()
+    pipe = r.pipeline(transaction=False)
+    for i in range(20_000):
+        pipe.set(f"{tag}fill:{i}", "x" * 20)
+    pipe.execute()
+    holder = src.client()
+    keys = [f"{tag}lock", f"{tag}sem", f"{tag}rw"]
+    holder.execute_command("LOCK.ACQUIRE", keys[0], "me", 900, "KEEP")
+    holder.execute_command("SEM.ACQUIRE", keys[1], "me", 3, 900, "KEEP")
+    migrate(kind, src, dst, slot)
+    try:  # bound again while the slot's snapshot is being sent, if still in time
+        holder.execute_command("RWLOCK.ACQUIRE", keys[2], "me", "READ", 900, "KEEP")
+    except redis.ResponseError as e:
+        assert "MOVED" in str(e) or "ASK" in str(e) or "TRYAGAIN" in str(e), str(e)
+        keys.pop()
+    d = dst.client()
+    assert wait_for(lambda: r.dbsize() == 0, timeout=30)
+    assert wait_for(lambda: all(0 < d.pttl(k) <= 900 for k in keys), timeout=5), \
+        [d.pttl(k) for k in keys]
+    assert wait_for(lambda: d.exists(*keys) == 0, timeout=5), "nobody keeps them there"

@@ -1,7 +1,9 @@
 """SPEC: Keep-alive leases (KEEP) — the server renews a lease while the
 holder's connection lives; when it closes, the lease runs out at most
 ttl-ms later and waiters are served. Bindings are not persisted or
-replicated."""
+replicated: replicas and the AOF hold a bound lease far away (a deadline
+that carries its ttl, written once), and whoever serves it next gives it
+its ttl from then."""
 
 import time
 
@@ -12,6 +14,10 @@ from conftest import Background, wait_blocked, wait_for
 from test_durability import start_pair
 from test_rwlocks import rinfo
 from test_semaphores import sinfo
+
+
+# A bound lease's deadline on replicas and in the AOF is 2^52 ms + its ttl;
+FAR = 1 << 51  # PTTL of such a lease: far above this
 
 
 def linfo(r, key):
@@ -37,7 +43,8 @@ def test_idle_connection_keeps_its_lock(make_server):
     assert linfo(m, "k")["holder"] == b"me" and linfo(m, "k")["fence"] == fence
     assert m.info("padlock")["padlock_keep_renewals"] >= 20
     m.wait(1, 1000)
-    assert linfo(rep, "k")["holder"] == b"me" and 0 < rep.pttl("k") <= 300, "renewals reach the replica"
+    assert linfo(rep, "k")["holder"] == b"me" and rep.pttl("k") > FAR, "the replica holds it far away"
+    assert linfo(rep, "k")["ttl"] == 300, "with its ttl"
     assert linfo(rep, "k")["keep"] == 0, "bindings are not replicated"
     assert m.info("padlock")["padlock_keep_bound"] == 1
 
@@ -261,24 +268,109 @@ def test_keep_max_idle_ends_a_silent_binding(make_server):
     assert r.info("padlock")["padlock_keep_lost"] >= 1
 
 
-def test_a_kept_lock_renews_into_the_aof_as_pexpireat(make_server):
-    """A lock's renewal changes its lease alone: replicas and the AOF get
-    `PEXPIREAT key deadline` (about half the bytes of the whole value), and
-    a restart from that AOF has the same holder, count and fence."""
+def aof_bytes(s):
+    return b"".join(p.read_bytes() for p in s.dir.rglob("*.aof*") if p.is_file())
+
+
+def take_all_three(c, ttl):
+    fence = c.execute_command("LOCK.ACQUIRE", "k", "me", ttl, "KEEP")
+    c.execute_command("LOCK.ACQUIRE", "k", "me", ttl)
+    c.execute_command("SEM.ACQUIRE", "s", "me", 3, ttl, "PERMITS", 2, "KEEP")
+    c.execute_command("RWLOCK.ACQUIRE", "rw", "me", "READ", ttl, "KEEP")
+    return fence
+
+
+def test_a_bound_lease_costs_no_write_to_the_aof_and_thaws_after_a_restart(make_server):
+    """While bound, renewals write nothing to the AOF (it holds each bound
+    lease once, far away); a restart from it (the master killed while the
+    leases were bound) gives each its ttl from the restart, with the same
+    holder, count, permits and fence, and they run out unless bound again."""
     extra = ["--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble", "no"]
     s = make_server(extra=extra)
-    holder = s.client()
-    fence = holder.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
-    holder.execute_command("LOCK.ACQUIRE", "k", "me", 300)
+    fence = take_all_three(s.client(), 600)
     r = s.client()
-    assert wait_for(lambda: r.info("padlock")["padlock_keep_renewals"] >= 6, timeout=5)
-    aof = b"".join(p.read_bytes() for p in s.dir.rglob("*.aof*") if p.is_file())
-    assert aof.upper().count(b"PEXPIREAT") >= 5, "each renewal is a PEXPIREAT"
-    assert aof.count(b"\r\nk\r\n") - aof.upper().count(b"PEXPIREAT") <= 3, "the value is written only when it changes"
-    before = linfo(r, "k")
+    assert wait_for(lambda: r.info("padlock")["padlock_keep_renewals"] >= 3, timeout=5)
+    size = len(aof_bytes(s))
+    assert wait_for(lambda: r.info("padlock")["padlock_keep_renewals"] >= 12, timeout=5)
+    assert len(aof_bytes(s)) == size, "renewals of bound leases write nothing"
+    assert aof_bytes(s).upper().count(b"PEXPIREAT") == 1, "the lock's far deadline, once"
+    assert 0 < r.pttl("k") <= 600 and 0 < r.pttl("s") <= 600, "the master's own deadlines are real"
     s.kill()
     s.extra = extra
     s.start()
-    after = linfo(s.client(), "k")
+    r = s.client()
+    after = linfo(r, "k")
     assert (after["holder"], after["count"], after["fence"]) == (b"me", 2, fence)
-    assert (before["holder"], before["count"], before["fence"]) == (b"me", 2, fence)
+    assert list(sinfo(r, "s")["holders"]) == [b"me"] and sinfo(r, "s")["holders"][b"me"][0] == 2
+    for key in ("k", "s", "rw"):
+        assert wait_for(lambda: 0 < r.pttl(key) <= 600), f"{key} has its ttl from the restart"
+    assert wait_for(lambda: r.exists("k", "s", "rw") == 0, timeout=3), "nobody binds them again"
+
+
+def test_replicas_hold_bound_leases_far_away_until_the_binding_ends(make_server):
+    """The replica holds each bound lease at its far deadline while the
+    master renews locally; when the holder's connection closes, the real
+    deadline (a full ttl) reaches it, and both run the lease out."""
+    master, replica, m, rep = start_pair(make_server)
+    holder = master.client()
+    take_all_three(holder, 600)
+    time.sleep(1.5)
+    m.wait(1, 1000)
+    for key in ("k", "s", "rw"):
+        assert rep.pttl(key) > FAR, key
+    assert sinfo(rep, "s")["holders"][b"me"] == [2, 600]
+    assert rinfo(rep, "rw")["holders"][b"me"][3] == 600
+    holder.close()
+    assert wait_for(lambda: all(0 < rep.pttl(k) <= 600 for k in ("k", "s", "rw"))), \
+        "the real deadline reached the replica"
+    assert wait_for(lambda: rep.exists("k", "s", "rw") == 0, timeout=3)
+    assert m.exists("k", "s", "rw") == 0
+
+
+def test_a_promoted_replica_gives_bound_leases_their_ttl(make_server):
+    """SPEC: after a failover, a lease that was bound runs out at most ttl-ms
+    after the new master starts serving — and not before (the grace for
+    the holder to bind it again there)."""
+    master, replica, m, rep = start_pair(make_server)
+    take_all_three(master.client(), 900)
+    time.sleep(1.2)
+    m.wait(1, 1000)
+    master.kill()
+    rep.execute_command("REPLICAOF", "NO", "ONE")
+    promoted = time.time()
+    assert wait_for(lambda: all(0 < rep.pttl(k) <= 900 for k in ("k", "s", "rw")))
+    assert linfo(rep, "k")["holder"] == b"me"
+    c = replica.client()
+    assert c.execute_command("LOCK.EXTEND", "k", "me", 900, "KEEP") == 1, "bound again in time"
+    assert wait_for(lambda: rep.exists("s", "rw") == 0, timeout=3), "the others run out"
+    assert time.time() - promoted > 0.7, "not before their ttl"
+    time.sleep(1)
+    assert rep.exists("k") == 1, "the one bound again is kept"
+
+
+@pytest.mark.parametrize("how", ["replica attached later", "AOF rewrite"])
+def test_a_copy_made_from_the_masters_deadlines_gets_them_far_away_again(make_server, how):
+    """An RDB file holds the master's real deadlines: a replica that syncs
+    after the binding, and an AOF whose base was rewritten, are sent every
+    bound lease far away again, so a failover or a restart long after the
+    copy still finds them held."""
+    extra = ["--appendonly", "yes", "--repl-diskless-sync-delay", "0"]
+    master = make_server(extra=extra)
+    m = master.client()
+    take_all_three(master.client(), 600)
+    if how == "AOF rewrite":
+        m.execute_command("BGREWRITEAOF")
+        assert wait_for(lambda: m.info("persistence")["aof_rewrite_in_progress"] == 0, timeout=10)
+        time.sleep(1.5)
+        master.kill()
+        master.start()
+        r = master.client()
+        assert wait_for(lambda: all(0 < r.pttl(k) <= 600 for k in ("k", "s", "rw"))), \
+            "held after the restart, with their ttl"
+        return
+    replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
+    rep = replica.client()
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: all(rep.pttl(k) > FAR for k in ("k", "s", "rw"))), "sent again"
+    time.sleep(1)
+    assert rep.exists("k", "s", "rw") == 3

@@ -12,6 +12,39 @@ use std::collections::BTreeSet;
 use std::hash::Hash;
 use std::rc::Rc;
 
+/// Where a bound lease's deadline is far: replicas and the AOF hold a bound
+/// lease as `KEPT_BASE + ttl` (a date some 140,000 years away), so that no
+/// renewal needs to reach them while the lease is bound, and a server that
+/// takes over from them (a promoted replica, a restart from the AOF) reads
+/// the ttl back and gives the lease exactly that long from when it starts
+/// serving. The master keeps the real deadline and renews it locally.
+pub const KEPT_BASE: i64 = 1 << 52;
+
+/// The deadline replicas and the AOF hold for a lease bound with `ttl_ms`.
+pub fn kept_deadline(ttl_ms: i64) -> i64 {
+    KEPT_BASE + ttl_ms.clamp(1, KEPT_BASE - 1)
+}
+
+/// The ttl of a deadline held for a bound lease; None for a real deadline.
+pub fn kept_ttl(deadline_ms: i64) -> Option<i64> {
+    (deadline_ms > KEPT_BASE).then(|| deadline_ms - KEPT_BASE)
+}
+
+/// Milliseconds a lease has left as `*.INFO` shows them: a bound lease
+/// held far away shows its ttl (what it would have once its master is
+/// gone).
+pub fn ttl_left(deadline_ms: i64, now_ms: i64) -> i64 {
+    kept_ttl(deadline_ms).unwrap_or_else(|| deadline_ms.saturating_sub(now_ms).max(0))
+}
+
+/// The holders among `holders` (name, deadline) whose lease is held far
+/// away, with their ttl.
+pub fn kept_of<'a>(holders: impl Iterator<Item = (&'a [u8], i64)>) -> Vec<(Vec<u8>, i64)> {
+    holders
+        .filter_map(|(h, d)| kept_ttl(d).map(|t| (h.to_vec(), t)))
+        .collect()
+}
+
 /// A lease is renewed once a third of its ttl has passed: two thirds of it
 /// are left for the renewal to happen, even on a busy or paused server.
 pub fn interval(ttl_ms: i64) -> i64 {
@@ -101,17 +134,30 @@ impl<K: Hash + Eq, P> Bindings<K, P> {
         Some((lease, b))
     }
 
-    /// The connection closed: its leases are renewed no more. Returns how
-    /// many bindings ended.
-    pub fn drop_client(&mut self, client: u64) -> usize {
+    /// The connection closed: its leases are renewed no more. Returns the
+    /// bindings that ended.
+    pub fn drop_client(&mut self, client: u64) -> Vec<(Rc<K>, Binding<P>)> {
         let ids = self.by_client.remove(&client).unwrap_or_default();
+        let mut ended = Vec::with_capacity(ids.len());
         for id in &ids {
             if let Some((lease, b)) = self.by_id.remove(id) {
                 self.by_lease.remove(&lease);
                 self.due.remove(&(b.renew_at, *id));
+                ended.push((lease, b));
             }
         }
-        ids.len()
+        ended
+    }
+
+    /// The binding of `lease`, if it is bound.
+    pub fn binding(&self, lease: &K) -> Option<&Binding<P>> {
+        let id = self.by_lease.get(lease)?;
+        self.by_id.get(id).map(|(_, b)| b)
+    }
+
+    /// Every binding, in no particular order.
+    pub fn all(&self) -> impl Iterator<Item = &(Rc<K>, Binding<P>)> {
+        self.by_id.values()
     }
 
     pub fn clear(&mut self) {

@@ -265,7 +265,10 @@ impl Semaphore {
         let holders: Vec<_> = self
             .holders
             .live(now_ms)
-            .map(|(h, e)| (h.to_vec(), e.permits, e.deadline_ms - now_ms))
+            .map(|(h, e)| {
+                let ttl = super::keep::ttl_left(e.deadline_ms, now_ms);
+                (h.to_vec(), e.permits, ttl)
+            })
             .collect();
         let used = holders.iter().map(|h| h.1).sum::<u64>();
         View {

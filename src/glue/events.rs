@@ -11,6 +11,7 @@ use super::fences;
 use super::guard;
 use super::info;
 use super::keep;
+use super::key::Key;
 use super::server::{notify, now_ms};
 use super::types;
 use super::waiting;
@@ -43,9 +44,20 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
 
 /// Generic events: a lease moved by hand (`PEXPIRE`, `EXPIREAT`, ...) must
 /// move the hand-off timer of the key's waiters.
-pub fn on_generic_event(_ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
+/// A far deadline set so on a master (a bound lock's, from an atomic slot
+/// migration's stream) is thawed (`keep::arrived`).
+pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
     if name == "expire" {
-        guard::call((), || waiting::expiry_changed(key));
+        guard::call((), || {
+            waiting::expiry_changed(key);
+            if blocking::is_master(ctx) {
+                let name = RedisString::create_from_slice(ctx.ctx, key);
+                let at = Key::read(ctx, &name).expire_at();
+                if let Some(at) = at {
+                    keep::arrived(ctx, key, at);
+                }
+            }
+        });
     }
 }
 
@@ -115,6 +127,7 @@ unsafe extern "C" fn on_slot_migration(
             fences::propagate_floor(&Context::new(ctx));
         }
         waiting::slots_changed();
+        keep::slots_changed();
     })
 }
 
@@ -129,6 +142,7 @@ unsafe extern "C" fn on_role_changed(
     guard::call((), || {
         if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
             config::start_grace(now_ms());
+            keep::promoted();
         } else {
             // A replica renews nothing: bound leases run out on the new
             // master unless their holders bind them there again.

@@ -64,7 +64,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     waiting::init(ctx);
-    keep::init(ctx);
+    keep::init(ctx, kinds::thaw);
     requests::init(ctx);
     events::subscribe(ctx);
     eviction::init(ctx);

@@ -25,7 +25,11 @@ fn latest_binding_wins_and_disconnect_drops() {
         b.get(moved).map(|(_, x)| (x.client, x.ttl_ms)),
         Some((2, 900))
     );
-    assert_eq!(b.drop_client(1), 1, "only j was still bound to client 1");
+    let ended = b.drop_client(1);
+    assert_eq!(ended.len(), 1, "only j was still bound to client 1");
+    assert_eq!((*ended[0].0, ended[0].1.ttl_ms), ("j", 300));
+    assert_eq!(b.binding(&"k").map(|x| x.ttl_ms), Some(900));
+    assert_eq!(b.all().count(), 1);
     assert!(b.is_bound(&"k") && !b.is_bound(&"j"));
     assert!(b.unbind(&"k").is_some());
     assert!(b.is_empty() && b.next_due().is_none());
@@ -56,7 +60,7 @@ proptest! {
                 0 | 1 => { b.bind(lease, client, ttl, now, ()); model.insert(lease, (client, now + interval(ttl))); }
                 2 => { prop_assert_eq!(b.unbind(&lease).is_some(), model.remove(&lease).is_some()); }
                 3 => {
-                    let n = b.drop_client(client);
+                    let n = b.drop_client(client).len();
                     let before = model.len();
                     model.retain(|_, (c, _)| *c != client);
                     prop_assert_eq!(n, before - model.len());
@@ -77,4 +81,19 @@ proptest! {
             prop_assert_eq!(b.next_due(), model.values().map(|(_, at)| *at).min());
         }
     }
+}
+
+#[test]
+fn kept_deadlines_carry_their_ttl() {
+    let d = kept_deadline(3_000);
+    assert!(d > KEPT_BASE && d <= crate::bounds::MAX_DEADLINE_MS);
+    assert_eq!(kept_ttl(d), Some(3_000));
+    assert_eq!(kept_ttl(1_700_000_000_000), None);
+    assert_eq!(ttl_left(d, 1_700_000_000_000), 3_000);
+    assert_eq!(ttl_left(1_700_000_000_500, 1_700_000_000_000), 500);
+    assert_eq!(ttl_left(1_700_000_000_000, 1_700_000_000_500), 0);
+    let max = kept_deadline(crate::settings::MAX_TTL_MS.max);
+    assert!(max <= crate::bounds::MAX_DEADLINE_MS);
+    let holders = [(&b"a"[..], d), (&b"b"[..], 5)];
+    assert_eq!(kept_of(holders.into_iter()), vec![(b"a".to_vec(), 3_000)]);
 }

@@ -6,6 +6,7 @@ use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{declare_keys, grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
+use crate::core::keep::ttl_left;
 use crate::core::lock::Grant;
 use crate::core::lock::Lock;
 use crate::glue::config::limits;
@@ -105,7 +106,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let name = args::key_only(&args[1..])?;
     let mut key = Key::read(ctx, name);
     // -1 when the key has no expiry (someone PERSISTed it), like `PTTL`.
-    let ttl = key.expire_at().map_or(-1, |at| (at - now_ms()).max(0));
+    let ttl = key.expire_at().map_or(-1, |at| ttl_left(at, now_ms()));
     let Some(l) = key.lock()? else {
         return Ok(RedisValue::Null);
     };

@@ -7,6 +7,7 @@ use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
 use super::{grant_or_wait, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
+use crate::core::keep::ttl_left;
 use crate::core::rwlock::{Grant, Mode, RwLock};
 use crate::glue::config::limits;
 use crate::glue::eviction;
@@ -109,7 +110,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
                     RedisValue::Integer(e.reads as i64),
                     RedisValue::Integer(e.writes as i64),
                     RedisValue::Integer(e.fence as i64),
-                    RedisValue::Integer(e.deadline_ms - now),
+                    RedisValue::Integer(ttl_left(e.deadline_ms, now)),
                 ]),
             )
         })

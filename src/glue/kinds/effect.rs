@@ -34,13 +34,25 @@ pub trait Effect: Value {
 /// passed on with the effect to this server's own AOF and replicas).
 pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     from_replication(ctx, args)?;
+    let done = apply::<K>(ctx, args)?;
+    // Every effect ends in its deadline (see `replicate`).
+    if let (Some(name), Some(d)) = (args.get(1), args.get(args.len() - done)) {
+        if let Some(d) = parse_int(d.bytes()) {
+            crate::glue::keep::arrived(ctx, name.as_slice(), d);
+        }
+    }
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// Applies the effect; returns how many words from the end its deadline is.
+fn apply<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<usize, Error> {
     let split = args
         .len()
         .checked_sub(piggy::TAIL_WORDS)
         .filter(|&at| at >= 3 && args[at].bytes().eq_ignore_ascii_case(b"ID"));
     let Some(at) = split else {
         K::apply(ctx, args)?;
-        return Ok(RedisValue::SimpleStringStatic("OK"));
+        return Ok(1);
     };
     let (own, tail) = args.split_at(at);
     let piggy::Tail {
@@ -67,7 +79,7 @@ pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisVa
     if let Some((tag, _)) = tag {
         requests::rode_in(ctx, tag, answer, at_ms);
     }
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    Ok(args.len() - at + 1)
 }
 
 pub use crate::glue::server::from_replication;

@@ -147,10 +147,24 @@ pub fn renew(
     })
 }
 
+/// How a semaphore holder's lease is kept.
+pub const KEPT: keep::Kind = keep::Kind { renew, announce };
+
+/// Sends the holder's lease as it is now (`keep::wire` decides how).
+pub fn announce(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<(), Error> {
+    let mut key = Key::read(ctx, name);
+    if let Some(s) = key.sem()? {
+        if let Some(e) = s.holder(holder) {
+            replicate::sem_set(ctx, name, holder, s.limit(), e.permits, e.deadline_ms);
+        }
+    }
+    Ok(())
+}
+
 /// Binds the holder's lease to `client` (`KEEP`).
 pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64>, ttl_ms: i64) {
     if let Some(c) = client {
-        keep::bind(ctx, name, holder, c, ttl_ms, renew, None);
+        keep::bind(ctx, name, holder, c, ttl_ms, KEPT, None);
     }
 }
 

@@ -304,6 +304,7 @@ fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
 }
 
 pub use deadlock::{graph, top, waitfor};
+pub use slots::may_touch;
 
 /// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...): re-time
 /// its waiters at the next timer.

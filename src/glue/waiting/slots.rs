@@ -52,6 +52,12 @@ impl Slots {
     }
 }
 
+/// May this node touch `key` from a timer? Not while its slot is being
+/// imported, trimmed or has moved away (Redis 8.4+; elsewhere always).
+pub fn may_touch(ctx: &Context, key: &[u8]) -> bool {
+    !ctx.get_flags().contains(ContextFlags::CLUSTER) || can_access_slot(cluster::key_slot(key))
+}
+
 /// `RM_ClusterCanAccessKeysInSlot` where the server has it (Redis 8.4+);
 /// true elsewhere, where only the key's presence tells.
 fn can_access_slot(slot: u16) -> bool {
