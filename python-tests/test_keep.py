@@ -30,18 +30,20 @@ def linfo(r, key):
 
 
 def test_idle_connection_keeps_its_lock(make_server):
+    """A bound lock is written once, far away (its deadline carries its
+    ttl): on the master and the replica alike, with no renewal while it
+    stays bound; `LOCK.INFO` shows its ttl."""
     master, replica, m, rep = start_pair(make_server)
     holder = master.client()
     fence = holder.execute_command("LOCK.ACQUIRE", "k", "me", 300, "KEEP")
     assert linfo(m, "k")["keep"] == 1
-    worst, deadline = 0, time.time() + 3
+    writes = m.info("padlock")["padlock_keep_renewals"]
+    deadline = time.time() + 2
     while time.time() < deadline:
-        pttl = m.pttl("k")
-        assert 0 < pttl <= 300
-        worst = max(worst, 300 - pttl)
-        time.sleep(0.02)
+        assert m.pttl("k") > FAR and linfo(m, "k")["ttl"] == 300
+        time.sleep(0.05)
     assert linfo(m, "k")["holder"] == b"me" and linfo(m, "k")["fence"] == fence
-    assert m.info("padlock")["padlock_keep_renewals"] >= 20
+    assert m.info("padlock")["padlock_keep_renewals"] == writes, "nothing written while bound"
     m.wait(1, 1000)
     assert linfo(rep, "k")["holder"] == b"me" and rep.pttl("k") > FAR, "the replica holds it far away"
     assert linfo(rep, "k")["ttl"] == 300, "with its ttl"
@@ -193,9 +195,9 @@ def test_keep_in_any_option_order(r):
 
 @pytest.mark.heavy
 def test_renewal_cost_and_memory_per_binding(server, record_property):
-    """10,000 leases of 3 s renew 10,000 times a second: the rate of
-    100,000 leases of 30 s. Reports the server CPU per renewal against an
-    idle baseline, and used_memory per binding."""
+    """10,000 bound leases of 3 s cost the server nothing while bound: no
+    renewals, no CPU above the idle baseline to speak of. Reports the CPU
+    and used_memory per binding."""
     r = server.client()
     n = 10000
     pipe = r.pipeline(transaction=False)
@@ -217,20 +219,17 @@ def test_renewal_cost_and_memory_per_binding(server, record_property):
         pipe.execute_command("LOCK.EXTEND", f"k{i}", "me", 3000, "KEEP")
     pipe.execute()
     per_binding = (r.info("memory")["used_memory"] - before) / n
-    time.sleep(1.2)
-    r0, c0, t0 = r.info("padlock")["padlock_keep_renewals"], cpu(), time.time()
-    time.sleep(3)
-    renewals = r.info("padlock")["padlock_keep_renewals"] - r0
+    w0, c0, t0 = r.info("padlock")["padlock_keep_renewals"], cpu(), time.time()
+    time.sleep(4)
+    writes = r.info("padlock")["padlock_keep_renewals"] - w0
     busy = (cpu() - c0) / (time.time() - t0)
-    rate = renewals / 3
-    us_per_renewal = (busy - idle) / rate * 1e6 if rate else float("nan")
-    record_property("renewals_per_s", rate)
-    record_property("us_per_renewal", us_per_renewal)
+    record_property("bound_cpu_share", busy - idle)
     record_property("bytes_per_binding", per_binding)
-    print(f"KEEP: {rate:.0f} renewals/s, {us_per_renewal:.1f} us CPU each "
-          f"(busy {busy:.3f} vs idle {idle:.3f} CPU-s/s), {per_binding:.0f} bytes per binding")
-    assert 8000 < rate < 12000, rate
-    assert r.dbsize() == n, "every lease still held"
+    print(f"KEEP: {writes} writes in 4 s for {n} bound leases, CPU {busy:.4f} vs idle {idle:.4f} "
+          f"CPU-s/s, {per_binding:.0f} bytes per binding")
+    assert writes == 0, "nothing is written while bound"
+    assert r.dbsize() == n, "every lease still held, past its ttl"
+    assert busy - idle < 0.02, (busy, idle)
     assert 0 < per_binding < 1000
 
 
@@ -281,20 +280,19 @@ def take_all_three(c, ttl):
 
 
 def test_a_bound_lease_costs_no_write_to_the_aof_and_thaws_after_a_restart(make_server):
-    """While bound, renewals write nothing to the AOF (it holds each bound
-    lease once, far away); a restart from it (the master killed while the
+    """While bound, nothing is written to the AOF (it holds each bound lease
+    once, far away); a restart from it (the master killed while the
     leases were bound) gives each its ttl from the restart, with the same
     holder, count, permits and fence, and they run out unless bound again."""
     extra = ["--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble", "no"]
     s = make_server(extra=extra)
     fence = take_all_three(s.client(), 600)
     r = s.client()
-    assert wait_for(lambda: r.info("padlock")["padlock_keep_renewals"] >= 3, timeout=5)
     size = len(aof_bytes(s))
-    assert wait_for(lambda: r.info("padlock")["padlock_keep_renewals"] >= 12, timeout=5)
-    assert len(aof_bytes(s)) == size, "renewals of bound leases write nothing"
-    assert aof_bytes(s).upper().count(b"PEXPIREAT") == 1, "the lock's far deadline, once"
-    assert 0 < r.pttl("k") <= 600 and 0 < r.pttl("s") <= 600, "the master's own deadlines are real"
+    time.sleep(2)
+    assert len(aof_bytes(s)) == size, "bound leases write nothing"
+    assert str((1 << 52) + 600).encode() in aof_bytes(s), "the far deadline, written once"
+    assert all(r.pttl(k) > FAR for k in ("k", "s", "rw")), "still held, past their ttl"
     s.kill()
     s.extra = extra
     s.start()
@@ -374,3 +372,38 @@ def test_a_copy_made_from_the_masters_deadlines_gets_them_far_away_again(make_se
     assert wait_for(lambda: all(rep.pttl(k) > FAR for k in ("k", "s", "rw"))), "sent again"
     time.sleep(1)
     assert rep.exists("k", "s", "rw") == 3
+
+
+@pytest.mark.parametrize("how", ["RENAME", "COPY", "MOVE", "SWAPDB"])
+def test_a_bound_lease_taken_away_from_its_binding_runs_out(make_server, how):
+    """A bound lease is held far away; a key that reaches a new name, copy
+    or database has no binding there, so it gets its ttl from then (it is
+    never held for good), while the binding on its old name, if the key
+    is still there, keeps it."""
+    s = make_server()
+    r = s.client()
+    holder = s.client()
+    holder.execute_command("LOCK.ACQUIRE", "k", "me", 600, "KEEP")
+    holder.execute_command("SEM.ACQUIRE", "s", "me", 2, 600, "KEEP")
+    if how == "RENAME":
+        r.rename("k", "k2")
+        r.rename("s", "s2")
+        moved, kept = (0, ["k2", "s2"]), []
+    elif how == "COPY":
+        r.copy("k", "k2")
+        r.copy("s", "s2")
+        moved, kept = (0, ["k2", "s2"]), ["k", "s"]
+    elif how == "MOVE":
+        r.move("k", 3)
+        r.move("s", 3)
+        moved, kept = (3, ["k", "s"]), []
+    else:
+        r.swapdb(0, 3)
+        moved, kept = (3, ["k", "s"]), []
+    db, keys = moved
+    other = s.client(db=db)
+    assert wait_for(lambda: all(0 < other.pttl(k) <= 600 for k in keys)), \
+        [other.pttl(k) for k in keys]
+    assert wait_for(lambda: other.exists(*keys) == 0, timeout=3), "nobody keeps them there"
+    for k in kept:
+        assert r.pttl(k) > FAR, "the original is still bound"

@@ -5,8 +5,8 @@
   1,000, with `LOCK.GRAPH` (default COUNT 10,000) and a plain
   `LOCK.ACQUIRE` beside it;
 - `KEEP` with 1,000 / 20,000 bound leases of ttl 1 s on idle connections,
-  AOF on: server CPU (share of a core above the same server idle),
-  renewals/s and AOF bytes/s.
+  AOF on: server CPU (share of a core above the same server idle), lease
+  writes/s and AOF bytes/s.
 
     python scripts/scale.py [waitfor|keep]
 """
@@ -130,12 +130,12 @@ def keep_rows(sizes=(1000, 20_000)):
 
 def keep_formatted(measured):
     rows = [
-        "**KEEP** (leases the server renews while their connection lives): N locks with ttl "
+        "**KEEP** (leases the server keeps while their connection lives): N locks with ttl "
         "1 s bound on 4 idle connections, AOF on (everysec); server CPU above the same server "
-        "idle, renewals and AOF growth per second over 10 s. Target for 20,000: at most 5% of "
-        "a core and 50 KB/s of AOF.",
+        "idle, lease writes (`keep_renewals`) and AOF growth per second over 10 s. Target for "
+        "20,000: at most 5% of a core and 50 KB/s of AOF.",
         "",
-        "| bound leases | renewals/s | server CPU (share of a core) | AOF bytes/s | still held |",
+        "| bound leases | lease writes/s | server CPU (share of a core) | AOF bytes/s | still held |",
         "| --- | --- | --- | --- | --- |",
     ]
     for x in measured:

@@ -45,8 +45,12 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
 /// Generic events: a lease moved by hand (`PEXPIRE`, `EXPIREAT`, ...) must
 /// move the hand-off timer of the key's waiters.
 /// A far deadline set so on a master (a bound lock's, from an atomic slot
-/// migration's stream) is thawed (`keep::arrived`).
+/// migration's stream) is thawed (`keep::arrived`), and so is one that a
+/// key brought to a new name, database or copy, where no binding keeps it.
 pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
+    if matches!(name, "rename_to" | "move_to" | "copy_to" | "restore") {
+        guard::call((), || keep::moved_in(ctx, key));
+    }
     if name == "expire" {
         guard::call((), || {
             waiting::expiry_changed(key);
@@ -67,6 +71,7 @@ pub fn subscribe(ctx: &Context) {
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         on_role_changed,
     );
+    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb);
     // Redis 8.4+ (elsewhere the subscriptions are refused, and nothing
     // happens).
     blocking::subscribe(
@@ -131,6 +136,18 @@ unsafe extern "C" fn on_slot_migration(
     })
 }
 
+/// `SWAPDB`: bindings name their database, so what the swap moved is held
+/// far away with no binding where it is now; one pass over the keyspace
+/// gives such leases their ttl.
+unsafe extern "C" fn on_swapdb(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    guard::call((), keep::thaw_all);
+}
+
 /// A replica promoted to master may have missed the last grants of the old
 /// master: the restart grace starts again, with the same rules.
 unsafe extern "C" fn on_role_changed(
@@ -142,7 +159,7 @@ unsafe extern "C" fn on_role_changed(
     guard::call((), || {
         if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
             config::start_grace(now_ms());
-            keep::promoted();
+            keep::thaw_all();
         } else {
             // A replica renews nothing: bound leases run out on the new
             // master unless their holders bind them there again.

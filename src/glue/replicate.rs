@@ -19,11 +19,9 @@ use std::ptr::null_mut;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::core::keep::kept_deadline;
 use crate::core::lock::Lock;
 use crate::core::rwlock::{Effect, RwLock};
 use crate::core::semaphore::Semaphore;
-use crate::glue::keep::{self, Wire};
 use crate::glue::requests::piggy::{self, Fields};
 use crate::glue::types::Value;
 
@@ -200,20 +198,7 @@ fn fields(fence: u64, count: u64, reads: u64, writes: u64) -> Fields {
     }
 }
 
-/// The deadline a holder's lease goes out with (`keep::wire`); None: it
-/// does not go out (a local renewal of a bound lease).
-fn on_wire(ctx: &Context, key: &RedisString, holder: &[u8], deadline_ms: i64) -> Option<i64> {
-    match keep::wire(ctx, key, holder) {
-        Wire::Plain => Some(deadline_ms),
-        Wire::Kept(ttl) => Some(kept_deadline(ttl)),
-        Wire::Quiet => None,
-    }
-}
-
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    let Some(deadline_ms) = on_wire(ctx, key, &lock.holder, deadline_ms) else {
-        return;
-    };
     let tail = piggy::ride(
         key,
         &lock.holder,
@@ -249,9 +234,6 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
 /// about half the bytes of the whole value and without running a module
 /// command there. The whole value when a request-id may ride on the effect.
 pub fn lock_expire(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    let Some(deadline_ms) = on_wire(ctx, key, &lock.holder, deadline_ms) else {
-        return;
-    };
     if piggy::aboard() {
         return lock_set(ctx, key, lock, deadline_ms);
     }
@@ -304,13 +286,6 @@ pub fn sem_set(
     permits: u64,
     deadline_ms: i64,
 ) {
-    let deadline_ms = match permits {
-        0 => deadline_ms,
-        _ => match on_wire(ctx, key, holder, deadline_ms) {
-            Some(d) => d,
-            None => return,
-        },
-    };
     let tail = piggy::ride(key, holder, fields(0, permits, 0, 0));
     let mut m = Made::new(ctx);
     let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
@@ -334,19 +309,14 @@ pub fn sem_set(
 /// One read-write lock holder's new state; no holds removes the holder
 /// (and the key with its last holder).
 pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
-    let deadline_ms = if e.reads == 0 && e.writes == 0 {
-        e.deadline_ms
-    } else {
-        match on_wire(ctx, key, &e.holder, e.deadline_ms) {
-            Some(d) => d,
-            None => return,
-        }
-    };
     let tail = piggy::ride(key, &e.holder, fields(e.fence, 0, e.reads, e.writes));
     let mut m = Made::new(ctx);
     let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let ((fp, fl), (dp, dl)) = (digits(&mut f, e.fence as i64), digits(&mut d, deadline_ms));
+    let ((fp, fl), (dp, dl)) = (
+        digits(&mut f, e.fence as i64),
+        digits(&mut d, e.deadline_ms),
+    );
     replicate_with_tail!(
         ctx,
         tail,

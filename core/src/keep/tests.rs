@@ -3,82 +3,59 @@ use proptest::prelude::*;
 use std::collections::HashMap;
 
 #[test]
-fn renews_every_third_of_the_ttl() {
+fn latest_binding_wins_and_clients_drop_their_own() {
     let mut b: Bindings<&str, ()> = Bindings::default();
-    let id = b.bind("k", 7, 300, 1000, ());
-    assert_eq!(b.next_due(), Some(1100));
-    assert!(b.due(1099, 10).is_empty());
-    assert_eq!(b.due(1100, 10), vec![id]);
-    b.renewed(id, 1100);
-    assert_eq!(b.next_due(), Some(1200));
-    assert_eq!(interval(1), 1);
-}
-
-#[test]
-fn latest_binding_wins_and_disconnect_drops() {
-    let mut b: Bindings<&str, ()> = Bindings::default();
-    b.bind("k", 1, 300, 0, ());
-    b.bind("j", 1, 300, 0, ());
-    let moved = b.bind("k", 2, 900, 0, ());
+    assert!(b.bind("k", 1, 300, ()).is_none());
+    b.bind("j", 1, 300, ());
+    let before = b.bind("k", 2, 900, ());
+    assert_eq!(before.map(|x| (x.client, x.ttl_ms)), Some((1, 300)));
     assert_eq!(b.len(), 2);
     assert_eq!(
-        b.get(moved).map(|(_, x)| (x.client, x.ttl_ms)),
+        b.binding(&"k").map(|x| (x.client, x.ttl_ms)),
         Some((2, 900))
     );
+    let mut clients: Vec<u64> = b.clients().collect();
+    clients.sort();
+    assert_eq!(clients, vec![1, 2]);
     let ended = b.drop_client(1);
     assert_eq!(ended.len(), 1, "only j was still bound to client 1");
     assert_eq!((*ended[0].0, ended[0].1.ttl_ms), ("j", 300));
-    assert_eq!(b.binding(&"k").map(|x| x.ttl_ms), Some(900));
-    assert_eq!(b.all().count(), 1);
     assert!(b.is_bound(&"k") && !b.is_bound(&"j"));
     assert!(b.unbind(&"k").is_some());
-    assert!(b.is_empty() && b.next_due().is_none());
-}
-
-#[test]
-fn due_is_bounded() {
-    let mut b: Bindings<u32, ()> = Bindings::default();
-    for k in 0..100 {
-        b.bind(k, 1, 30, 0, ());
-    }
-    assert_eq!(b.due(10, 40).len(), 40);
-    let id = b.due(10, 1)[0];
-    b.postpone(id, 50);
-    assert_eq!(b.due(10, 1000).len(), 99);
+    assert!(b.is_empty() && b.clients().next().is_none());
 }
 
 proptest! {
-    /// Whatever is bound, unbound, dropped and renewed, the indexes agree
-    /// with a plain list of live bindings.
+    /// Whatever is bound, unbound and dropped, the indexes agree with a
+    /// plain map of live bindings.
     #[test]
-    fn indexes_agree(ops in proptest::collection::vec((0u8..5, 0u8..6, 0u64..3, 1i64..100), 1..200)) {
+    fn indexes_agree(ops in proptest::collection::vec((0u8..4, 0u8..6, 0u64..3, 1i64..100), 1..200)) {
         let mut b: Bindings<u8, ()> = Bindings::default();
         let mut model: HashMap<u8, (u64, i64)> = HashMap::new();
-        let mut now = 0;
         for (op, lease, client, ttl) in ops {
             match op {
-                0 | 1 => { b.bind(lease, client, ttl, now, ()); model.insert(lease, (client, now + interval(ttl))); }
+                0 | 1 => {
+                    let before = b.bind(lease, client, ttl, ()).map(|x| (x.client, x.ttl_ms));
+                    prop_assert_eq!(before, model.insert(lease, (client, ttl)));
+                }
                 2 => { prop_assert_eq!(b.unbind(&lease).is_some(), model.remove(&lease).is_some()); }
-                3 => {
+                _ => {
                     let n = b.drop_client(client).len();
                     let before = model.len();
                     model.retain(|_, (c, _)| *c != client);
                     prop_assert_eq!(n, before - model.len());
                 }
-                _ => {
-                    now += ttl;
-                    for id in b.due(now, usize::MAX) {
-                        let (lease, x) = b.get(id).map(|(l, x)| (**l, x.ttl_ms)).unwrap();
-                        b.renewed(id, now);
-                        model.get_mut(&lease).unwrap().1 = now + interval(x);
-                    }
-                }
             }
             prop_assert_eq!(b.len(), model.len());
-            prop_assert_eq!(b.due.len(), model.len());
-            prop_assert_eq!(b.by_lease.len(), model.len());
-            prop_assert_eq!(b.by_client.values().map(Set::len).sum::<usize>(), model.len());
-            prop_assert_eq!(b.next_due(), model.values().map(|(_, at)| *at).min());
+            for (l, (c, t)) in &model {
+                prop_assert_eq!(b.binding(l).map(|x| (x.client, x.ttl_ms)), Some((*c, *t)));
+            }
+            let mut clients: Vec<u64> = b.clients().collect();
+            clients.sort();
+            let mut want: Vec<u64> = model.values().map(|(c, _)| *c).collect();
+            want.sort();
+            want.dedup();
+            prop_assert_eq!(clients, want);
         }
     }
 }
@@ -89,6 +66,12 @@ fn kept_deadlines_carry_their_ttl() {
     assert!(d > KEPT_BASE && d <= crate::bounds::MAX_DEADLINE_MS);
     assert_eq!(kept_ttl(d), Some(3_000));
     assert_eq!(kept_ttl(1_700_000_000_000), None);
+    assert_eq!(kept_ttl(KEPT_BASE), None);
+    assert_eq!(
+        kept_ttl(crate::bounds::MAX_DEADLINE_MS),
+        None,
+        "past every ttl: real"
+    );
     assert_eq!(ttl_left(d, 1_700_000_000_000), 3_000);
     assert_eq!(ttl_left(1_700_000_000_500, 1_700_000_000_000), 500);
     assert_eq!(ttl_left(1_700_000_000_000, 1_700_000_000_500), 0);

@@ -1,23 +1,19 @@
-//! The bound leases themselves, and what a bound lease looks like on the
-//! wire: replicas and the AOF hold it at a far deadline that carries its
-//! ttl (`core::keep::KEPT_BASE`), while the master renews the real one
-//! locally, sending nothing.
+//! The bound leases themselves, and the deadline a bound lease is written
+//! with: far away, carrying its ttl (`core::keep::KEPT_BASE`), on the
+//! master as on its replicas and in its files, so that it needs no renewal.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
-use crate::core::keep::Bindings;
+use crate::core::keep::{kept_deadline, Bindings};
 use crate::glue::blocking;
 
-/// Renews one holder's lease on a key to `ttl` from `now`, only while it
-/// still holds the grant with `fence` (when given): `NOTHELD` otherwise.
+/// Sets one holder's lease on a key to `ttl` from `now` (far away while
+/// it is bound), only while it still holds the grant with `fence` (when
+/// given): `NOTHELD` otherwise.
 pub type Renew = fn(&Context, &RedisString, &[u8], i64, Option<u64>, i64) -> Result<(), Error>;
-
-/// Sends one holder's current state on a key to replicas and the AOF (as
-/// `wire` says a bound lease goes there).
-pub type Announce = fn(&Context, &RedisString, &[u8]) -> Result<(), Error>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lease {
@@ -36,56 +32,35 @@ impl Lease {
     }
 }
 
-/// How a lease is kept: through its kind.
+/// How a lease is written again when its binding ends: through its kind.
 #[derive(Clone, Copy)]
 pub struct How {
     pub renew: Renew,
-    pub announce: Announce,
     pub fence: Option<u64>,
 }
 
 thread_local! {
     pub static BOUND: RefCell<Bindings<Lease, How>> = RefCell::new(Bindings::default());
-    /// Set while the timer renews a bound lease: its effect stays local.
-    static RENEWING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs a renewal of a bound lease: nothing of it reaches replicas or the
-/// AOF, which hold the lease far away already.
-pub fn quietly<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            RENEWING.set(false);
-        }
+/// The deadline to write for the holder's lease (its grant with `fence`,
+/// when the kind has fences) instead of `deadline_ms`: far away while the
+/// lease is bound to a connection.
+pub fn held_at(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    fence: Option<u64>,
+    deadline_ms: i64,
+) -> i64 {
+    if deadline_ms <= 0 || BOUND.with(|b| b.borrow().is_empty()) {
+        return deadline_ms;
     }
-    RENEWING.set(true);
-    let _reset = Reset;
-    f()
-}
-
-/// How a holder's lease on a key goes to replicas and the AOF.
-pub enum Wire {
-    /// As it is.
-    Plain,
-    /// Bound with this ttl: at `core::keep::kept_deadline(ttl)`.
-    Kept(i64),
-    /// Not at all (a local renewal).
-    Quiet,
-}
-
-pub fn wire(ctx: &Context, key: &RedisString, holder: &[u8]) -> Wire {
-    if RENEWING.get() {
-        return Wire::Quiet;
-    }
-    if BOUND.with(|b| b.try_borrow().map_or(true, |b| b.is_empty())) {
-        return Wire::Plain;
-    }
-    let lease = Lease::of(ctx, key, holder);
+    let lease = Lease::of(ctx, name, holder);
     BOUND.with(|b| {
-        b.try_borrow()
-            .ok()
-            .and_then(|b| b.binding(&lease).map(|x| x.ttl_ms))
-            .map_or(Wire::Plain, Wire::Kept)
+        b.borrow()
+            .binding(&lease)
+            .filter(|x| x.payload.fence.is_none() || fence.is_none() || x.payload.fence == fence)
+            .map_or(deadline_ms, |x| kept_deadline(x.ttl_ms))
     })
 }

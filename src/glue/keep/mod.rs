@@ -1,13 +1,13 @@
 //! `KEEP`: leases the server keeps while the holder's connection lives.
-//! The bookkeeping is `core::keep`. While a lease is bound, replicas and
-//! the AOF hold it at a far deadline that carries its ttl (`bound::wire`),
-//! and the master renews its real deadline locally from one timer
-//! (`renew`), sending nothing: a bound lease costs no write anywhere else.
-//! When the binding ends (the connection closed or went idle), the lease
-//! gets a full ttl and that real deadline is sent. A server that starts
-//! serving leases held far away with no binding (a promoted replica, a
-//! restart from the AOF) gives each its ttl from then (`thaw`). Bindings
-//! themselves are neither persisted nor replicated.
+//! The bookkeeping is `core::keep`. A bound lease is written once, at a far
+//! deadline that carries its ttl (`bound::held_at`), on the master and so
+//! on its replicas and in its files: it costs nothing while bound, and a
+//! copy anywhere is right if the master dies now. When the binding ends
+//! (the connection closed or went silent: `renew`), the lease gets a full
+//! ttl, written and sent with its real deadline. A server that serves
+//! leases held far away with no binding (a promoted replica, a restart, a
+//! slot's new owner, a key renamed or copied) gives each its ttl from then
+//! (`thaw`). Bindings themselves are neither persisted nor replicated.
 
 mod bound;
 mod renew;
@@ -23,7 +23,7 @@ use crate::core::error::Error;
 use crate::core::keep::kept_ttl;
 use bound::{How, Lease, BOUND};
 
-pub use bound::{wire, Announce, Renew, Wire};
+pub use bound::{held_at, Renew};
 pub use thaw::Thaw;
 
 pub fn init(ctx: &Context, thaw: Thaw) {
@@ -33,8 +33,8 @@ pub fn init(ctx: &Context, thaw: Thaw) {
 
 /// The connection a `KEEP` binds to; None without `KEEP`. A script has no
 /// connection of its own that could close, so `KEEP` is refused there; so
-/// is a ttl too short to keep at one write per `keep-min-interval-ms` (a
-/// lease is renewed every ttl/3), rather than lost.
+/// is a ttl below 3 x `keep-min-interval-ms` (the SPEC's floor), rather
+/// than lost.
 pub fn client(ctx: &Context, keep: bool, ttl_ms: i64) -> Result<Option<u64>, Error> {
     if !keep {
         return Ok(None);
@@ -53,45 +53,31 @@ pub fn client(ctx: &Context, keep: bool, ttl_ms: i64) -> Result<Option<u64>, Err
     Ok(Some(id))
 }
 
-/// What a kind does to keep its leases.
-#[derive(Clone, Copy)]
-pub struct Kind {
-    pub renew: Renew,
-    pub announce: Announce,
-}
-
 /// Binds the holder's lease on `name` (in the selected database) to
-/// `client`; the latest binding of a lease wins. Unless the lease was bound
-/// with this ttl already (then the command's own effect went out far away),
-/// replicas and the AOF are sent it far away now.
+/// `client`; the latest binding of a lease wins. Unless it was bound with
+/// this ttl already (the command then wrote it far away), the lease is
+/// written far away now.
 pub fn bind(
     ctx: &Context,
     name: &RedisString,
     holder: &[u8],
     client: u64,
     ttl_ms: i64,
-    kind: Kind,
+    renew: Renew,
     fence: Option<u64>,
 ) {
     let lease = Lease::of(ctx, name, holder);
-    let how = How {
-        renew: kind.renew,
-        announce: kind.announce,
-        fence,
-    };
-    let (before, at) = BOUND.with(|b| {
-        let mut b = b.borrow_mut();
-        let before = b.binding(&lease).map(|x| x.ttl_ms);
-        b.bind(lease, client, ttl_ms, now_ms(), how);
-        (before, b.next_due())
+    let before = BOUND.with(|b| {
+        b.borrow_mut()
+            .bind(lease, client, ttl_ms, How { renew, fence })
     });
-    if before != Some(ttl_ms) {
-        // An error: the hold is gone again; nothing to send.
-        let _ = (kind.announce)(ctx, name, holder);
+    if before.map(|b| b.ttl_ms) != Some(ttl_ms) {
+        // An error: the hold is gone again; nothing to write.
+        if renew(ctx, name, holder, ttl_ms, fence, now_ms()).is_ok() {
+            super::info::bump(&super::info::KEEP_RENEWALS);
+        }
     }
-    if let Some(at) = at {
-        renew::arm(at);
-    }
+    renew::bound_one();
 }
 
 /// The holder's last hold on `name` is gone: its binding ends.
@@ -121,9 +107,10 @@ pub fn clear() {
     renew::clear();
 }
 
-/// This server was promoted: what it holds far away runs out one ttl from
+/// This server was promoted (or `SWAPDB` moved keys away from their
+/// bindings): what it holds far away with no binding runs out one ttl from
 /// now unless bound again.
-pub fn promoted() {
+pub fn thaw_all() {
     thaw::start();
 }
 
@@ -144,4 +131,12 @@ pub fn arrived(ctx: &Context, name: &[u8], deadline_ms: i64) {
 /// Slots moved (atomic slot migration).
 pub fn slots_changed() {
     thaw::slots_changed();
+}
+
+/// A key reached `name` from elsewhere on this master (`RENAME`, `MOVE`,
+/// `COPY`, `RESTORE`): a lease it holds far away has no binding here.
+pub fn moved_in(ctx: &Context, name: &[u8]) {
+    if super::blocking::may_write(ctx) {
+        thaw::note(super::blocking::selected_db(ctx), name);
+    }
 }

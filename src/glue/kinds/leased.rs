@@ -10,6 +10,7 @@ use crate::core::error::Error;
 use crate::core::since::Since;
 use crate::glue::commit::{commit, Note, Write};
 use crate::glue::info::bump;
+use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::types::Value;
 
@@ -26,6 +27,9 @@ pub trait Leased: Value {
     fn latest_deadline(&self) -> Option<i64>;
     /// Sends the effect to replicas and the AOF.
     fn replicate(ctx: &Context, name: &RedisString, e: &Self::Effect<'_>);
+    /// The holder an effect gives a lease to, its fence (if the kind has
+    /// them) and its deadline; None for an effect that removes the holder.
+    fn lease<'e>(e: &'e mut Self::Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)>;
 }
 
 /// The effects one command had on a key, and the key's state after them.
@@ -87,10 +91,14 @@ pub fn change<'h, V: Leased, R>(
             }
             bump(&V::INFO.counters.expired_holders);
         }
-        let (result, decided) = match decide(value) {
+        let (result, mut decided) = match decide(value) {
             Ok((r, e)) => (Ok(r), e),
             Err(e) => (Err(e), None),
         };
+        if let Some((holder, fence, deadline)) = decided.as_mut().and_then(V::lease) {
+            // A bound lease stays far away.
+            *deadline = keep::held_at(ctx, name, holder, fence, *deadline);
+        }
         if let Some(e) = &decided {
             if let (Some((since, _)), Some(now)) = (value.apply(e), now) {
                 hold.held(since, now);

@@ -47,6 +47,11 @@ impl Leased for RwLock {
     fn replicate(ctx: &Context, name: &RedisString, e: &Effect<'_>) {
         replicate::rw_set(ctx, name, e);
     }
+
+    fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
+        let holds = e.reads > 0 || e.writes > 0;
+        holds.then_some((&*e.holder, Some(e.fence), &mut e.deadline_ms))
+    }
 }
 
 fn change<'h, R>(
@@ -151,26 +156,6 @@ pub fn renew(
     })
 }
 
-/// How a read-write lock holder's lease is kept.
-pub const KEPT: keep::Kind = keep::Kind { renew, announce };
-
-/// Sends the holder's lease as it is now (`keep::wire` decides how).
-pub fn announce(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<(), Error> {
-    let mut key = Key::read(ctx, name);
-    if let Some(e) = key.value::<RwLock>()?.and_then(|rw| rw.holder(holder)) {
-        let e = Effect {
-            holder: std::borrow::Cow::Borrowed(holder),
-            reads: e.reads,
-            writes: e.writes,
-            fence: e.fence,
-            deadline_ms: e.deadline_ms,
-            since: Since::UNKNOWN,
-        };
-        replicate::rw_set(ctx, name, &e);
-    }
-    Ok(())
-}
-
 /// Binds the lease the holder has now to `client` (`KEEP`).
 pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64>, ttl_ms: i64) {
     let Some(c) = client else {
@@ -184,7 +169,7 @@ pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64
         }
     };
     if let Some(f) = fence {
-        keep::bind(ctx, name, holder, c, ttl_ms, KEPT, Some(f));
+        keep::bind(ctx, name, holder, c, ttl_ms, renew, Some(f));
     }
 }
 

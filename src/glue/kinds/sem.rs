@@ -44,6 +44,10 @@ impl Leased for Semaphore {
     fn replicate(ctx: &Context, name: &RedisString, e: &Effect<'_>) {
         replicate::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
     }
+
+    fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
+        (e.permits > 0).then_some((&*e.holder, None, &mut e.deadline_ms))
+    }
 }
 
 /// `leased::change` on a semaphore; an empty key becomes one with `limit`.
@@ -147,24 +151,10 @@ pub fn renew(
     })
 }
 
-/// How a semaphore holder's lease is kept.
-pub const KEPT: keep::Kind = keep::Kind { renew, announce };
-
-/// Sends the holder's lease as it is now (`keep::wire` decides how).
-pub fn announce(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<(), Error> {
-    let mut key = Key::read(ctx, name);
-    if let Some(s) = key.sem()? {
-        if let Some(e) = s.holder(holder) {
-            replicate::sem_set(ctx, name, holder, s.limit(), e.permits, e.deadline_ms);
-        }
-    }
-    Ok(())
-}
-
 /// Binds the holder's lease to `client` (`KEEP`).
 pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64>, ttl_ms: i64) {
     if let Some(c) = client {
-        keep::bind(ctx, name, holder, c, ttl_ms, KEPT, None);
+        keep::bind(ctx, name, holder, c, ttl_ms, renew, None);
     }
 }
 

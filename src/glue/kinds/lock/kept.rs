@@ -7,7 +7,6 @@ use crate::core::lock;
 use crate::glue::commit::{commit, Note};
 use crate::glue::keep;
 use crate::glue::key::Key;
-use crate::glue::replicate;
 
 /// `KEEP`: the holder's lease, reset while it still holds the grant with
 /// `fence`.
@@ -28,19 +27,6 @@ pub fn renew(
     Ok(())
 }
 
-/// How a lock's lease is kept.
-pub const KEPT: keep::Kind = keep::Kind { renew, announce };
-
-/// Sends the holder's lease as it is now (`keep::wire` decides how).
-pub fn announce(ctx: &Context, name: &RedisString, holder: &[u8]) -> Result<(), Error> {
-    let mut key = Key::read(ctx, name);
-    let at = key.expire_at();
-    if let (Some(l), Some(at)) = (key.lock()?.filter(|l| *l.holder == *holder), at) {
-        replicate::lock_expire(ctx, name, l, at);
-    }
-    Ok(())
-}
-
 /// Binds the lease of the grant with `fence` to `client` (`KEEP`).
 pub fn keep(
     ctx: &Context,
@@ -51,7 +37,7 @@ pub fn keep(
     fence: u64,
 ) {
     if let Some(c) = client {
-        keep::bind(ctx, name, holder, c, ttl_ms, KEPT, Some(fence));
+        keep::bind(ctx, name, holder, c, ttl_ms, renew, Some(fence));
     }
 }
 

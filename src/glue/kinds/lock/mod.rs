@@ -25,12 +25,14 @@ mod effect;
 mod kept;
 
 use crate::glue::types::Value;
-pub use kept::{keep, keep_held, KEPT};
+pub use kept::{keep, keep_held, renew};
 
 impl Write for Effect {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
         match self {
             Effect::Put { lock, deadline_ms } => {
+                let deadline_ms =
+                    keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms);
                 replicate::lock_set(ctx, name, &lock, deadline_ms);
                 key.put(lock);
                 // 0: no expiry (an AOF rewrite sends the expiry apart).
@@ -39,6 +41,13 @@ impl Write for Effect {
                 }
             }
             Effect::Touch { count, deadline_ms } => {
+                // A bound lease stays far away.
+                let deadline_ms = match (deadline_ms, key.lock()) {
+                    (Some(d), Ok(Some(l))) => {
+                        Some(keep::held_at(ctx, name, &l.holder, Some(l.fence), d))
+                    }
+                    (d, _) => d,
+                };
                 let deadline = match deadline_ms {
                     Some(d) => {
                         key.set_expire_at(d);
