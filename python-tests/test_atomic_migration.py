@@ -46,6 +46,14 @@ def migrate(kind, src, dst, slot):
                                      "NODE", node_id(dst))
 
 
+def fill(r, tag, n):
+    """n plain keys in the tag's slot: its snapshot takes a while to send."""
+    pipe = r.pipeline(transaction=False)
+    for i in range(n):
+        pipe.set(f"{tag}fill:{i}", "x" * 20)
+    pipe.execute()
+
+
 def lock_info(c, key):
     raw = c.execute_command("LOCK.INFO", key)
     return None if raw is None else dict(zip(raw[::2], raw[1::2]))
@@ -92,10 +100,7 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
     slot = 200
     tag = tag_for_slot(slot)
     r = src.client()
-    pipe = r.pipeline(transaction=False)
-    for i in range(50_000):
-        pipe.set(f"{tag}fill:{i}", "x" * 20)
-    pipe.execute()
+    fill(r, tag, 50_000)
     r.execute_command("LOCK.ACQUIRE", f"{tag}released", "h", 60000)
     migrate(kind, src, dst, slot)
     accepted = {}
@@ -194,10 +199,7 @@ def test_bound_leases_that_moved_run_out_on_the_destination(make_server):
     slot = 300
     tag = tag_for_slot(slot)
     r = src.client()
-    pipe = r.pipeline(transaction=False)
-    for i in range(20_000):
-        pipe.set(f"{tag}fill:{i}", "x" * 20)
-    pipe.execute()
+    fill(r, tag, 20_000)
     holder = src.client()
     keys = [f"{tag}lock", f"{tag}sem", f"{tag}rw"]
     holder.execute_command("LOCK.ACQUIRE", keys[0], "me", 900, "KEEP")

@@ -347,11 +347,11 @@ def test_a_promoted_replica_gives_bound_leases_their_ttl(make_server):
 
 
 @pytest.mark.parametrize("how", ["replica attached later", "AOF rewrite"])
-def test_a_copy_made_from_the_masters_deadlines_gets_them_far_away_again(make_server, how):
-    """An RDB file holds the master's real deadlines: a replica that syncs
-    after the binding, and an AOF whose base was rewritten, are sent every
-    bound lease far away again, so a failover or a restart long after the
-    copy still finds them held."""
+def test_a_copy_made_after_the_binding_holds_it_far_away(make_server, how):
+    """The far deadline is the lease's own, so every copy has it: a replica
+    that syncs after the binding (from an RDB file) and an AOF whose base
+    was rewritten hold it, and a failover or a restart long after the copy
+    still finds the leases held, with their ttl from then."""
     extra = ["--appendonly", "yes", "--repl-diskless-sync-delay", "0"]
     master = make_server(extra=extra)
     m = master.client()

@@ -2,7 +2,7 @@
 
 use std::os::raw::c_void;
 
-use redis_module::{raw, Context, NotifyEvent, RedisString};
+use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisString};
 
 use super::blocking;
 use super::config;
@@ -42,26 +42,31 @@ pub fn on_key_event(ctx: &Context, event: NotifyEvent, _name: &str, key: &[u8]) 
     })
 }
 
-/// Generic events: a lease moved by hand (`PEXPIRE`, `EXPIREAT`, ...) must
-/// move the hand-off timer of the key's waiters.
-/// A far deadline set so on a master (a bound lock's, from an atomic slot
-/// migration's stream) is thawed (`keep::arrived`), and so is one that a
-/// key brought to a new name, database or copy, where no binding keeps it.
+/// Generic events. A lease moved by hand (`PEXPIRE`, `EXPIREAT`, ...) must move the
+/// hand-off timer of the key's waiters. A bound lease's far deadline that
+/// reaches a master from another master's stream (an atomic slot
+/// migration: replicated, yet this node is a master) or a key brought to a
+/// new name, database or copy is thawed where no binding keeps it
+/// (`keep::arrived`, `keep::moved_in`). Plain clients' `SET ... PX` fire
+/// `expire` too: unless such a stream arrived lately, they pay a name
+/// compare and a clock read, nothing more.
 pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u8]) {
-    if matches!(name, "rename_to" | "move_to" | "copy_to" | "restore") {
-        guard::call((), || keep::moved_in(ctx, key));
-    }
-    if name == "expire" {
-        guard::call((), || {
+    match name {
+        "expire" => guard::call((), || {
             waiting::expiry_changed(key);
-            if blocking::is_master(ctx) {
+            let flags = keep::stream_recent().then(|| ctx.get_flags());
+            if flags.is_some_and(|f| f.contains(ContextFlags::REPLICATED)) {
                 let name = RedisString::create_from_slice(ctx.ctx, key);
                 let at = Key::read(ctx, &name).expire_at();
                 if let Some(at) = at {
                     keep::arrived(ctx, key, at);
                 }
             }
-        });
+        }),
+        "rename_to" | "move_to" | "copy_to" | "restore" => {
+            guard::call((), || keep::moved_in(ctx, key));
+        }
+        _ => {}
     }
 }
 

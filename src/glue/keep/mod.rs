@@ -13,11 +13,13 @@ mod bound;
 mod renew;
 mod thaw;
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
 use redis_module::{Context, ContextFlags, RedisString};
 
 use super::config;
+use super::key::Key;
 use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::keep::kept_ttl;
@@ -80,6 +82,27 @@ pub fn bind(
     renew::bound_one();
 }
 
+/// Binds the lease the holder has now (after a reentry or an extend), if
+/// `fence_of` finds its grant's fence in the key; without `KEEP` (the
+/// usual case) the key is not read again.
+pub fn bind_held(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    client: Option<u64>,
+    ttl_ms: i64,
+    renew: Renew,
+    fence_of: impl FnOnce(&mut Key) -> Option<u64>,
+) {
+    let Some(c) = client else {
+        return;
+    };
+    let fence = fence_of(&mut Key::read(ctx, name));
+    if let Some(f) = fence {
+        bind(ctx, name, holder, c, ttl_ms, renew, Some(f));
+    }
+}
+
 /// The holder's last hold on `name` is gone: its binding ends.
 pub fn unbind(ctx: &Context, name: &RedisString, holder: &[u8]) {
     if BOUND.with(|b| b.borrow().is_empty()) {
@@ -114,18 +137,36 @@ pub fn thaw_all() {
     thaw::start();
 }
 
-/// A far deadline reached `name` on this server while it is a master and
-/// not loading: it came from another master (an atomic slot migration),
-/// and no binding here keeps it, so it is thawed (once the slot is this
-/// node's to touch).
+thread_local! {
+    /// When an effect last reached this server while it is a master (an
+    /// atomic slot migration's stream): only then may a native
+    /// `PEXPIREAT` bring a far deadline with it.
+    static STREAM_AT: Cell<i64> = const { Cell::new(i64::MIN) };
+}
+
+/// How long after the last effect from another master `PEXPIREAT`s are
+/// looked at (a migration's snapshot sends a lock's expiry right after it).
+const STREAM_WINDOW_MS: i64 = 60_000;
+
+/// An effect reached `name` with `deadline_ms` on this server. On a master
+/// that is not loading it came from another master (an atomic slot
+/// migration), and no binding here keeps a far deadline it brought, so
+/// that lease is thawed (once the slot is this node's to touch).
 pub fn arrived(ctx: &Context, name: &[u8], deadline_ms: i64) {
     let flags = ctx.get_flags();
-    if kept_ttl(deadline_ms).is_some()
-        && flags.contains(ContextFlags::MASTER)
-        && !flags.contains(ContextFlags::LOADING)
-    {
-        thaw::note(super::blocking::selected_db(ctx), name);
+    if flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) {
+        STREAM_AT.set(now_ms());
+        if kept_ttl(deadline_ms).is_some() {
+            thaw::note(super::blocking::selected_db(ctx), name);
+        }
     }
+}
+
+/// Did another master's stream reach this server lately? (Then an
+/// `expire` event may carry a far deadline: see `arrived`.)
+pub fn stream_recent() -> bool {
+    let at = STREAM_AT.get();
+    at != i64::MIN && now_ms().saturating_sub(at) < STREAM_WINDOW_MS
 }
 
 /// Slots moved (atomic slot migration).
@@ -136,7 +177,7 @@ pub fn slots_changed() {
 /// A key reached `name` from elsewhere on this master (`RENAME`, `MOVE`,
 /// `COPY`, `RESTORE`): a lease it holds far away has no binding here.
 pub fn moved_in(ctx: &Context, name: &[u8]) {
-    if super::blocking::may_write(ctx) {
+    if thaw::any_values() && super::blocking::may_write(ctx) {
         thaw::note(super::blocking::selected_db(ctx), name);
     }
 }

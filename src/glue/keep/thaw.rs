@@ -103,7 +103,7 @@ pub fn start() {
 }
 
 /// Whether padlock holds any value at all (else there is nothing to find).
-fn any_values() -> bool {
+pub fn any_values() -> bool {
     macro_rules! any {
         ($($t:ty),*) => {
             false $(|| <$t as types::Value>::INFO.values.load(Ordering::Relaxed) > 0)*

@@ -158,19 +158,10 @@ pub fn renew(
 
 /// Binds the lease the holder has now to `client` (`KEEP`).
 pub fn keep(ctx: &Context, name: &RedisString, holder: &[u8], client: Option<u64>, ttl_ms: i64) {
-    let Some(c) = client else {
-        return;
-    };
-    let fence = {
-        let mut key = Key::read(ctx, name);
-        match key.value::<RwLock>() {
-            Ok(Some(rw)) => rw.holder(holder).map(|e| e.fence),
-            _ => None,
-        }
-    };
-    if let Some(f) = fence {
-        keep::bind(ctx, name, holder, c, ttl_ms, renew, Some(f));
-    }
+    keep::bind_held(ctx, name, holder, client, ttl_ms, renew, |key| {
+        let rw = key.value::<RwLock>().ok().flatten()?;
+        rw.holder(holder).map(|e| e.fence)
+    });
 }
 
 /// Resets the holder's lease (all its holds).

@@ -1,4 +1,4 @@
-//! A lock's lease kept alive (`KEEP`): renewed, announced, bound.
+//! A lock's lease bound to a connection (`KEEP`): written, bound.
 
 use redis_module::{Context, RedisString};
 
@@ -8,8 +8,8 @@ use crate::glue::commit::{commit, Note};
 use crate::glue::keep;
 use crate::glue::key::Key;
 
-/// `KEEP`: the holder's lease, reset while it still holds the grant with
-/// `fence`.
+/// `KEEP`: the holder's lease set to `ttl_ms` from `now` (far away while
+/// it is bound), while it still holds the grant with `fence`.
 pub fn renew(
     ctx: &Context,
     name: &RedisString,
@@ -49,16 +49,8 @@ pub fn keep_held(
     client: Option<u64>,
     ttl_ms: i64,
 ) {
-    // Without `KEEP` (the usual case) the key is not read again.
-    if client.is_none() {
-        return;
-    }
-    let fence = {
-        let mut key = Key::read(ctx, name);
-        match key.lock() {
-            Ok(Some(l)) if *l.holder == *holder => l.fence,
-            _ => return,
-        }
-    };
-    keep(ctx, name, holder, client, ttl_ms, fence);
+    keep::bind_held(ctx, name, holder, client, ttl_ms, renew, |key| {
+        let lock = key.lock().ok().flatten()?;
+        (*lock.holder == *holder).then_some(lock.fence)
+    });
 }
