@@ -43,6 +43,11 @@ thread_local! {
     pub static BOUND: RefCell<Bindings<Lease, How>> = RefCell::new(Bindings::default());
 }
 
+/// Is any lease bound? (Most servers: none, and then nothing more is read.)
+pub fn any_bound() -> bool {
+    BOUND.with(|b| !b.borrow().is_empty())
+}
+
 /// The deadline to write for the holder's lease (its grant with `fence`,
 /// when the kind has fences) instead of `deadline_ms`: far away while the
 /// lease is bound to a connection.
@@ -53,7 +58,7 @@ pub fn held_at(
     fence: Option<u64>,
     deadline_ms: i64,
 ) -> i64 {
-    if deadline_ms <= 0 || BOUND.with(|b| b.borrow().is_empty()) {
+    if deadline_ms <= 0 || !any_bound() {
         return deadline_ms;
     }
     let lease = Lease::of(ctx, name, holder);

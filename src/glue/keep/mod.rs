@@ -25,7 +25,7 @@ use crate::core::error::Error;
 use crate::core::keep::kept_ttl;
 use bound::{How, Lease, BOUND};
 
-pub use bound::{held_at, Renew};
+pub use bound::{any_bound, held_at, Renew};
 pub use thaw::Thaw;
 
 pub fn init(ctx: &Context, thaw: Thaw) {

@@ -31,8 +31,10 @@ impl Write for Effect {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
         match self {
             Effect::Put { lock, deadline_ms } => {
-                let deadline_ms =
-                    keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms);
+                let deadline_ms = match keep::any_bound() {
+                    true => keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms),
+                    false => deadline_ms,
+                };
                 replicate::lock_set(ctx, name, &lock, deadline_ms);
                 key.put(lock);
                 // 0: no expiry (an AOF rewrite sends the expiry apart).
@@ -42,11 +44,12 @@ impl Write for Effect {
             }
             Effect::Touch { count, deadline_ms } => {
                 // A bound lease stays far away.
-                let deadline_ms = match (deadline_ms, key.lock()) {
-                    (Some(d), Ok(Some(l))) => {
-                        Some(keep::held_at(ctx, name, &l.holder, Some(l.fence), d))
-                    }
-                    (d, _) => d,
+                let deadline_ms = match deadline_ms {
+                    Some(d) if keep::any_bound() => match key.lock() {
+                        Ok(Some(l)) => Some(keep::held_at(ctx, name, &l.holder, Some(l.fence), d)),
+                        _ => Some(d),
+                    },
+                    d => d,
                 };
                 let deadline = match deadline_ms {
                     Some(d) => {
