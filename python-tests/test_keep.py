@@ -407,3 +407,17 @@ def test_a_bound_lease_taken_away_from_its_binding_runs_out(make_server, how):
     assert wait_for(lambda: other.exists(*keys) == 0, timeout=3), "nobody keeps them there"
     for k in kept:
         assert r.pttl(k) > FAR, "the original is still bound"
+
+
+def test_move_and_copy_leave_the_caller_on_its_database(make_server):
+    """padlock listens to `move_to`/`copy_to`; Valkey 8.1 runs such
+    listeners on the calling client and left it on the destination
+    database (valkey-io/valkey#4024). After `MOVE` the caller is where it
+    was, whatever the server."""
+    r = make_server().client()
+    r.set("plain", 1)
+    r.execute_command("LOCK.ACQUIRE", "k", "me", 60000)
+    assert r.move("plain", 3) and r.move("k", 3)
+    assert r.client_info()["db"] == 0, "MOVE left the caller on the destination"
+    assert r.copy("plain", "copy") is False and r.set("here", 1)
+    assert r.exists("here") == 1 and r.client_info()["db"] == 0

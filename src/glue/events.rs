@@ -63,11 +63,30 @@ pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u
                 }
             }
         }),
-        "rename_to" | "move_to" | "copy_to" | "restore" => {
+        "move_from" => MOVED_FROM.set(blocking::selected_db(ctx)),
+        "move_to" => guard::call((), || {
+            keep::moved_in(ctx, key);
+            // Valkey 8.1 runs subscribers on the calling client, selected
+            // on the event's database, and leaves it there (fixed by
+            // valkey-io/valkey#4024): `MOVE` would leave the caller on the
+            // destination. Back to the source, where it was.
+            let from = MOVED_FROM.replace(-1);
+            if from >= 0 {
+                // SAFETY: live context; `from` was selected a moment ago.
+                unsafe { rm!(RedisModule_SelectDb)(ctx.ctx, from) };
+            }
+        }),
+        "rename_to" | "copy_to" | "restore" => {
             guard::call((), || keep::moved_in(ctx, key));
         }
         _ => {}
     }
+}
+
+thread_local! {
+    /// The database `MOVE` took a key from (its `move_from` event comes
+    /// right before `move_to`).
+    static MOVED_FROM: std::cell::Cell<i32> = const { std::cell::Cell::new(-1) };
 }
 
 pub fn subscribe(ctx: &Context) {
