@@ -55,11 +55,11 @@ pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u
         "expire" => guard::call((), || {
             waiting::expiry_changed(key);
             let flags = keep::stream_recent().then(|| ctx.get_flags());
-            if flags.is_some_and(|f| f.contains(ContextFlags::REPLICATED)) {
+            if let Some(f) = flags.filter(|f| f.contains(ContextFlags::REPLICATED)) {
                 let name = RedisString::create_from_slice(ctx.ctx, key);
                 let at = Key::read(ctx, &name).expire_at();
                 if let Some(at) = at {
-                    keep::arrived(ctx, key, at);
+                    keep::arrived(ctx, f, key, at);
                 }
             }
         }),

@@ -93,12 +93,12 @@ pub fn set_valkey_options(ctx: &Context, base: i32) {
 }
 
 /// Refuses an effect that came from neither the master link, the AOF
-/// loader nor a slot migration's stream.
-pub fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
+/// loader nor a slot migration's stream; the context's flags otherwise.
+pub fn from_replication(ctx: &Context, args: &[RedisString]) -> Result<ContextFlags, Error> {
     let name = args.first().ok_or(Error::Arity)?;
     let flags = ctx.get_flags();
     if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) {
         return Err(Error::EffectOnly(name.as_slice().to_vec()));
     }
-    Ok(())
+    Ok(flags)
 }

@@ -48,9 +48,15 @@ pub fn any_bound() -> bool {
     BOUND.with(|b| !b.borrow().is_empty())
 }
 
+/// The lease to look up, when any is bound at all (naming it allocates).
+pub fn lease_if_any(ctx: &Context, name: &RedisString, holder: &[u8]) -> Option<Lease> {
+    any_bound().then(|| Lease::of(ctx, name, holder))
+}
+
 /// The deadline to write for the holder's lease (its grant with `fence`,
 /// when the kind has fences) instead of `deadline_ms`: far away while the
 /// lease is bound to a connection.
+#[inline]
 pub fn held_at(
     ctx: &Context,
     name: &RedisString,
@@ -58,10 +64,9 @@ pub fn held_at(
     fence: Option<u64>,
     deadline_ms: i64,
 ) -> i64 {
-    if deadline_ms <= 0 || !any_bound() {
+    let Some(lease) = lease_if_any(ctx, name, holder).filter(|_| deadline_ms > 0) else {
         return deadline_ms;
-    }
-    let lease = Lease::of(ctx, name, holder);
+    };
     BOUND.with(|b| {
         b.borrow()
             .binding(&lease)

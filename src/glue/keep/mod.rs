@@ -105,19 +105,13 @@ pub fn bind_held(
 
 /// The holder's last hold on `name` is gone: its binding ends.
 pub fn unbind(ctx: &Context, name: &RedisString, holder: &[u8]) {
-    if BOUND.with(|b| b.borrow().is_empty()) {
-        return;
+    if let Some(lease) = bound::lease_if_any(ctx, name, holder) {
+        BOUND.with(|b| b.borrow_mut().unbind(&lease));
     }
-    let lease = Lease::of(ctx, name, holder);
-    BOUND.with(|b| b.borrow_mut().unbind(&lease));
 }
 
 pub fn is_bound(ctx: &Context, name: &RedisString, holder: &[u8]) -> bool {
-    if BOUND.with(|b| b.borrow().is_empty()) {
-        return false;
-    }
-    let lease = Lease::of(ctx, name, holder);
-    BOUND.with(|b| b.borrow().is_bound(&lease))
+    bound::lease_if_any(ctx, name, holder).is_some_and(|l| BOUND.with(|b| b.borrow().is_bound(&l)))
 }
 
 /// Bound leases (for `INFO`); -1 while busy.
@@ -152,8 +146,7 @@ const STREAM_WINDOW_MS: i64 = 60_000;
 /// that is not loading it came from another master (an atomic slot
 /// migration), and no binding here keeps a far deadline it brought, so
 /// that lease is thawed (once the slot is this node's to touch).
-pub fn arrived(ctx: &Context, name: &[u8], deadline_ms: i64) {
-    let flags = ctx.get_flags();
+pub fn arrived(ctx: &Context, flags: ContextFlags, name: &[u8], deadline_ms: i64) {
     if flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) {
         STREAM_AT.set(now_ms());
         if kept_ttl(deadline_ms).is_some() {

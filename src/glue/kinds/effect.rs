@@ -33,27 +33,32 @@ pub trait Effect: Value {
 /// request-id riding on them, if any (remembered as the master did, and
 /// passed on with the effect to this server's own AOF and replicas).
 pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    from_replication(ctx, args)?;
-    let done = apply::<K>(ctx, args)?;
-    // Every effect ends in its deadline (see `replicate`).
-    if let (Some(name), Some(d)) = (args.get(1), args.get(args.len() - done)) {
-        if let Some(d) = parse_int(d.bytes()) {
-            crate::glue::keep::arrived(ctx, name.as_slice(), d);
-        }
-    }
-    Ok(RedisValue::SimpleStringStatic("OK"))
-}
-
-/// Applies the effect; returns how many words from the end its deadline is.
-fn apply<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<usize, Error> {
+    let flags = from_replication(ctx, args)?;
     let split = args
         .len()
         .checked_sub(piggy::TAIL_WORDS)
         .filter(|&at| at >= 3 && args[at].bytes().eq_ignore_ascii_case(b"ID"));
-    let Some(at) = split else {
-        K::apply(ctx, args)?;
-        return Ok(1);
+    let own = match split {
+        Some(at) => with_id::<K>(ctx, args, at)?,
+        None => {
+            K::apply(ctx, args)?;
+            args
+        }
     };
+    // Every kind's own words end in its deadline (see `replicate`).
+    if let ([_, name, ..], Some(d)) = (own, own.last().and_then(|d| parse_int(d.bytes()))) {
+        crate::glue::keep::arrived(ctx, flags, name.as_slice(), d);
+    }
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// Applies an effect with the request-id riding on it from word `at` on;
+/// returns the kind's own words.
+fn with_id<'a, K: Effect>(
+    ctx: &Context,
+    args: &'a [RedisString],
+    at: usize,
+) -> Result<&'a [RedisString], Error> {
     let (own, tail) = args.split_at(at);
     let piggy::Tail {
         id,
@@ -79,7 +84,7 @@ fn apply<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<usize, Error>
     if let Some((tag, _)) = tag {
         requests::rode_in(ctx, tag, answer, at_ms);
     }
-    Ok(args.len() - at + 1)
+    Ok(own)
 }
 
 pub use crate::glue::server::from_replication;

@@ -31,10 +31,8 @@ impl Write for Effect {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
         match self {
             Effect::Put { lock, deadline_ms } => {
-                let deadline_ms = match keep::any_bound() {
-                    true => keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms),
-                    false => deadline_ms,
-                };
+                let deadline_ms =
+                    keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms);
                 replicate::lock_set(ctx, name, &lock, deadline_ms);
                 key.put(lock);
                 // 0: no expiry (an AOF rewrite sends the expiry apart).
