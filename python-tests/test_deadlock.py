@@ -223,3 +223,34 @@ def test_declared_edges_are_bounded_and_go_with_a_flush(make_server):
     r.execute_command("FLUSHALL")
     assert r.info("padlock")["padlock_wait_edges"] == 0
     assert r1.execute_command("LOCK.GRAPH") == []
+
+
+def test_graph_names_the_holders_of_every_kind_from_the_key_itself(r, bg):
+    # LOCK.GRAPH replies each edge's holders straight from its key (a run
+    # of edges on one key reads it once): every kind, several waiters on
+    # one key, another database, and a key freed since the edge.
+    r.execute_command("LOCK.ACQUIRE", "L", "h1", 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "a", 3, 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "b", 3, 10000)
+    r.execute_command("RWLOCK.ACQUIRE", "RW", "r1", "READ", 10000)
+    r.execute_command("RWLOCK.ACQUIRE", "RW", "r2", "READ", 10000)
+    r.execute_command("LOCK.ACQUIRE", "gone", "g", 10000)
+    for w in ("w1", "w2", "w3"):
+        bg("LOCK.ACQUIRE", "L", w, 10000, "BLOCK", 5000)
+    wait_blocked(r, 3)
+    for key, waiter in (("L", "x1"), ("L", "x2"), ("S", "x"), ("RW", "y"), ("gone", "z")):
+        assert r.execute_command("LOCK.WAITFOR", key, waiter, 5000) == 1
+    r2 = redis.Redis(port=r.connection_pool.connection_kwargs["port"], db=2)
+    r2.execute_command("LOCK.ACQUIRE", "L", "other-db", 10000)
+    assert r2.execute_command("LOCK.WAITFOR", "L", "v", 5000) == 1
+    r.execute_command("LOCK.RELEASE", "gone", "g")
+    edges = {(e[0], e[1]): sorted(e[2]) for e in r.execute_command("LOCK.GRAPH")}
+    assert edges == {
+        (b"w1", b"L"): [b"h1"], (b"w2", b"L"): [b"h1"], (b"w3", b"L"): [b"h1"],
+        (b"x1", b"L"): [b"h1"], (b"x2", b"L"): [b"h1"],
+        (b"x", b"S"): [b"a", b"b"], (b"y", b"RW"): [b"r1", b"r2"],
+        (b"z", b"gone"): [],
+        (b"v", b"L"): [b"other-db"],
+    }
+    assert all(0 < e[3] <= 5000 for e in r.execute_command("LOCK.GRAPH"))
+    assert b" db=0 " in r.execute_command("CLIENT", "INFO"), "the caller stays on its database"

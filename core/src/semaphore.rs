@@ -115,6 +115,11 @@ impl Semaphore {
         self.holders.iter()
     }
 
+    /// Holders whose lease still runs at `now_ms`.
+    pub fn live(&self, now_ms: i64) -> impl Iterator<Item = (&[u8], Entry)> {
+        self.holders.live(now_ms)
+    }
+
     /// Heap bytes of the holders (see `Leases::heap_bytes`).
     pub fn holders_heap_bytes(&self, tree_entry: usize) -> usize {
         self.holders.heap_bytes(tree_entry)

@@ -125,6 +125,10 @@ impl Stored for Lock {
         Held::all(vec![self.holder.to_vec()])
     }
 
+    fn each_holder(&self, _now_ms: i64, f: &mut dyn FnMut(&[u8])) {
+        f(&self.holder)
+    }
+
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64> {
         key_expire
     }

@@ -4,9 +4,12 @@
 //! unlink hook that tells padlock a key went away by some other hand than
 //! its own. Each type's own callbacks live in its file.
 
+mod engine;
 mod lock;
 mod rwlock;
 mod sem;
+
+pub use engine::Stored;
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, CString};
@@ -276,23 +279,6 @@ pub(super) fn refuse(rdb: *mut raw::RedisModuleIO, what: &str, why: Invalid) -> 
 pub trait Value: Stored + Clone + 'static {
     const TYPE: &'static RedisType;
     const INFO: &'static KindInfo;
-}
-
-/// What the waiting engine needs to know of any stored value.
-pub trait Stored {
-    /// Who holds it at `now_ms` (for `LOCK.GRAPH` and `LOCK.WAITFOR`), as
-    /// a request that needs the key alone waits for them.
-    fn held(&self, now_ms: i64) -> Held;
-    /// Whom a request of `waiter` that needs `need` waits for among the
-    /// holders (a reader of a read-write lock only for its writer).
-    fn held_for(&self, _waiter: &[u8], _need: Need, now_ms: i64) -> Held {
-        self.held(now_ms)
-    }
-    /// When it may next free itself, given the key's own expiry.
-    fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
-    /// Its holds' starts and lease ends (0: the key's own expiry), for the
-    /// hold percentiles when the key expires.
-    fn spans(&self) -> Vec<(Since, i64)>;
 }
 
 /// The value behind a module-type pointer, when it is one of padlock's

@@ -149,6 +149,10 @@ impl Stored for RwLock {
         Held::all(self.live(now_ms).map(|(h, _)| h.to_vec()).collect())
     }
 
+    fn each_holder(&self, now_ms: i64, f: &mut dyn FnMut(&[u8])) {
+        self.live(now_ms).for_each(|(h, _)| f(h))
+    }
+
     /// A writer waits for every other holder; a reader for the writer.
     fn held_for(&self, waiter: &[u8], need: Need, now_ms: i64) -> Held {
         let blocks =

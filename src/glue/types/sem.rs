@@ -138,6 +138,10 @@ impl Stored for Semaphore {
         Held::any(holders)
     }
 
+    fn each_holder(&self, now_ms: i64, f: &mut dyn FnMut(&[u8])) {
+        self.live(now_ms).for_each(|(h, _)| f(h))
+    }
+
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
         self.earliest_deadline()
     }
