@@ -183,22 +183,32 @@ impl Packed {
             buf: [0; PACKED_MAX],
             len: 0,
         };
-        let (mut a, mut b) = (itoa::Buffer::new(), itoa::Buffer::new());
-        let parts: [&[u8]; 6] = [
-            a.format(at_ms).as_bytes(),
-            b":",
-            b.format(print).as_bytes(),
-            b":",
-            rule.word().to_bytes(),
-            b":",
-        ];
-        for part in parts.into_iter().chain([id]) {
-            // An id is at most MAX_ID_LEN (checked when it came in): fits.
-            let end = (p.len + part.len()).min(PACKED_MAX);
-            p.buf[p.len..end].copy_from_slice(&part[..end - p.len]);
-            p.len = end;
-        }
+        let mut digits = itoa::Buffer::new();
+        p.push(digits.format(at_ms).as_bytes());
+        p.colon();
+        p.push(digits.format(print).as_bytes());
+        p.colon();
+        p.push(rule.word().to_bytes());
+        p.colon();
+        // An id is at most MAX_ID_LEN (checked when it came in): fits.
+        p.push(id);
         p
+    }
+
+    #[inline]
+    fn push(&mut self, part: &[u8]) {
+        if let Some(to) = self.buf.get_mut(self.len..self.len + part.len()) {
+            to.copy_from_slice(part);
+            self.len += part.len();
+        }
+    }
+
+    #[inline]
+    fn colon(&mut self) {
+        if let Some(b) = self.buf.get_mut(self.len) {
+            *b = b':';
+            self.len += 1;
+        }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
