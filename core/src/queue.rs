@@ -7,7 +7,7 @@
 //! in the queue of every key it needs (`at_front_everywhere`).
 
 use super::hash::Map;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::hash::Hash;
 
 pub type WaiterId = u64;
@@ -22,7 +22,9 @@ pub struct Queues<K, T> {
     next: WaiterId,
     front: WaiterId,
     by_key: Map<K, BTreeSet<WaiterId>>,
-    waiters: BTreeMap<WaiterId, (Vec<K>, T)>,
+    /// By id only (the order lives in `by_key`): a hash map, since a
+    /// waiter's payload is large and a tree moves it on every insert.
+    waiters: Map<WaiterId, (Vec<K>, T)>,
 }
 
 impl<K: Hash + Eq + Clone, T> Default for Queues<K, T> {
@@ -31,7 +33,7 @@ impl<K: Hash + Eq + Clone, T> Default for Queues<K, T> {
             next: FRONT,
             front: FRONT - 1,
             by_key: Map::default(),
-            waiters: BTreeMap::new(),
+            waiters: Map::default(),
         }
     }
 }
@@ -76,6 +78,11 @@ impl<K: Hash + Eq + Clone, T> Queues<K, T> {
     /// Takes a waiter out of every queue it is in.
     pub fn remove(&mut self, id: WaiterId) -> Option<(Vec<K>, T)> {
         let (keys, payload) = self.waiters.remove(&id)?;
+        // Given back once mostly empty (a burst of waiters gone), at a cost
+        // spread over the removals that emptied it.
+        if self.waiters.capacity() > 64 && self.waiters.len() * 4 < self.waiters.capacity() {
+            self.waiters.shrink_to(self.waiters.len() * 2);
+        }
         for k in &keys {
             if let Some(q) = self.by_key.get_mut(k) {
                 q.remove(&id);
