@@ -16,6 +16,11 @@ pub trait Stored {
     fn held_for(&self, _waiter: &[u8], _need: Need, now_ms: i64) -> Held {
         self.held(now_ms)
     }
+    /// Whether `held_for` is `held` for every request (not for a
+    /// read-write lock): a refusal then reads the holders once.
+    fn held_alike(&self) -> bool {
+        true
+    }
     /// When it may next free itself, given the key's own expiry.
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
     /// Its holds' starts and lease ends (0: the key's own expiry), for the

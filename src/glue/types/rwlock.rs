@@ -165,6 +165,10 @@ impl Stored for RwLock {
         )
     }
 
+    fn held_alike(&self) -> bool {
+        false
+    }
+
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {
         self.earliest_deadline()
     }

@@ -191,7 +191,11 @@ pub fn wait(
     }
     if !waits.is_empty() {
         // Handed over, not copied: nothing after the check reads it.
-        let known = seen.as_mut().map(|s| std::mem::take(&mut s.held_for));
+        let known = seen.as_mut().map(|s| {
+            s.held_for
+                .take()
+                .unwrap_or_else(|| std::mem::take(&mut s.held))
+        });
         deadlock::check(
             ctx,
             holder,

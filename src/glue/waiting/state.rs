@@ -98,7 +98,8 @@ pub trait Want {
 /// itself. Waiting on that key then reads it no more.
 pub struct Seen {
     pub held: Held,
-    pub held_for: Held,
+    /// Those this request waits for, when not all of `held`.
+    pub held_for: Option<Held>,
     pub frees_at: Option<i64>,
 }
 
@@ -112,7 +113,7 @@ impl Seen {
     ) -> Seen {
         Seen {
             held: v.held(now),
-            held_for: v.held_for(waiter, need, now),
+            held_for: (!v.held_alike()).then(|| v.held_for(waiter, need, now)),
             frees_at: v.frees_at(key_expire),
         }
     }
