@@ -100,8 +100,14 @@ fn ttl(arg: &impl Arg, limits: &Limits) -> Result<i64, Error> {
     ranged(arg, "ttl-ms", 1, limits.max_ttl_ms)
 }
 
-/// Options found: (name, value).
-type Found<'a, A> = Vec<(&'static str, &'a A)>;
+/// The most `NAME value` options a command takes.
+const MAX_OPTIONS: usize = 2;
+
+/// Options found: each allowed name's value, in the allowed name's place
+/// (on the stack: nearly every blocking request has one).
+pub(crate) struct Found<'a, A> {
+    slots: [Option<(&'static str, &'a A)>; MAX_OPTIONS],
+}
 
 /// Trailing options in any order: `NAME value` ones, where the last of a
 /// repeated option wins as in Redis' own commands (`allowed` names those
@@ -112,7 +118,9 @@ fn options<'a, A: Arg>(
     allowed: &[&'static str],
     keep: bool,
 ) -> Result<(Found<'a, A>, bool), Error> {
-    let mut found = Vec::new();
+    let mut found = Found {
+        slots: [None; MAX_OPTIONS],
+    };
     let mut kept = false;
     let mut i = 0;
     while i < rest.len() {
@@ -124,23 +132,24 @@ fn options<'a, A: Arg>(
             i += 1;
             continue;
         }
-        let name = allowed
+        let word = rest[i].bytes();
+        let place = allowed
             .iter()
-            .find(|n| rest[i].bytes().eq_ignore_ascii_case(n.as_bytes()))
+            .take(MAX_OPTIONS)
+            .position(|n| word.eq_ignore_ascii_case(n.as_bytes()))
             .ok_or(Error::Syntax)?;
         let value = rest.get(i + 1).ok_or(Error::Syntax)?;
-        found.retain(|(n, _)| n != name);
-        found.push((*name, value));
+        found.slots[place] = Some((allowed[place], value));
         i += 2;
     }
     Ok((found, kept))
 }
 
-fn option<'a, A>(opts: &[(&'static str, &'a A)], name: &str) -> Option<&'a A> {
-    opts.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+fn option<'a, A>(opts: &Found<'a, A>, name: &str) -> Option<&'a A> {
+    opts.slots.iter().flatten().find(|(n, _)| *n == name).map(|(_, v)| *v)
 }
 
-fn block(opts: &[(&'static str, &impl Arg)], limits: &Limits) -> Result<Option<i64>, Error> {
+fn block<A: Arg>(opts: &Found<'_, A>, limits: &Limits) -> Result<Option<i64>, Error> {
     option(opts, "BLOCK")
         .map(|v| ranged(v, "timeout-ms", 0, limits.max_ttl_ms))
         .transpose()
