@@ -146,7 +146,11 @@ fn options<'a, A: Arg>(
 }
 
 fn option<'a, A>(opts: &Found<'a, A>, name: &str) -> Option<&'a A> {
-    opts.slots.iter().flatten().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    opts.slots
+        .iter()
+        .flatten()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
 }
 
 fn block<A: Arg>(opts: &Found<'_, A>, limits: &Limits) -> Result<Option<i64>, Error> {

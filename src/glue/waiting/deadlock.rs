@@ -152,14 +152,14 @@ fn summary_ahead(
         if own_before(before) {
             out.push(root.to_vec());
         }
-    } else if let Some((id, h)) = s
-        .waiters
-        .ahead(key, before)
-        .filter_map(|id| Some((id, holder(id)?)))
-        .find(|(_, h)| h.as_slice() != root)
-    {
+    } else if let Some(id) = s.waiters.ahead(key, before).find(|&id| {
+        s.waiters
+            .get(id)
+            .is_some_and(|(_, e)| e.payload.holder != root)
+    }) {
+        // Copied only when it counts (rarely: the root queued behind it).
         if own_before(id) {
-            out.push(h);
+            out.extend(holder(id));
         }
     }
     out

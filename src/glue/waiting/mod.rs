@@ -12,10 +12,12 @@
 //!
 //! Files: `state` (what is kept, and the borrow rule), `timer`, `clients`
 //! (blocked-client callbacks), `handoff`, `recover` (lost grants),
-//! `deadlock`. This file is the engine's face to the rest of the glue.
+//! `deadlock`, `enqueue` (a request joining its queues). This file is the
+//! engine's face to the rest of the glue.
 
 mod clients;
 mod deadlock;
+mod enqueue;
 mod handoff;
 mod recover;
 mod slots;
@@ -28,12 +30,9 @@ use std::rc::Rc;
 use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::blocking::{self, Reply};
-use super::config;
 use super::pending as timer;
-use super::requests::{self, Tag};
+use super::requests;
 use super::server::now_ms;
-use crate::core::error::Error;
-use crate::core::waiters::Entry;
 
 pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Try, Want};
 
@@ -161,153 +160,8 @@ pub fn serve_ready(ctx: &Context) {
     handoff::serve_ready(ctx);
 }
 
-/// Blocks the client on `names` (all in the selected database), behind
-/// everyone already queued there, unless that would deadlock. `seen`: what
-/// the refused attempt read of its one key, so that it is not read again.
-pub fn wait(
-    ctx: &Context,
-    holder: &[u8],
-    names: &[RedisString],
-    want: Rc<dyn Want>,
-    timeout_ms: i64,
-    seen: Option<Seen>,
-) -> Result<RedisValue, Error> {
-    let now = now_ms();
-    let db = blocking::selected_db(ctx);
-    let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();
-    check_bounds(&keys)?;
-    let mut seen = seen.filter(|_| keys.len() == 1);
-    // A key of a multi-key request that the holder alone already holds is
-    // no wait (semaphore permits it holds still are: more may never come).
-    let mut waits = Vec::with_capacity(keys.len());
-    for (key, name) in keys.iter().zip(names) {
-        let only_mine = match &seen {
-            Some(s) => s.held.only(holder),
-            None => deadlock::held_now(ctx, name, now)?.only(holder),
-        };
-        if !only_mine {
-            waits.push(key.clone());
-        }
-    }
-    if !waits.is_empty() {
-        // Handed over, not copied: nothing after the check reads it.
-        let known = seen.as_mut().map(|s| {
-            s.held_for
-                .take()
-                .unwrap_or_else(|| std::mem::take(&mut s.held))
-        });
-        deadlock::check(
-            ctx,
-            holder,
-            &waits,
-            deadlock::Request::New(&*want),
-            now,
-            known,
-        )?;
-    }
-    let want_first = want.jumps_queue();
-    let handle = clients::block(ctx);
-    let timeout_at = (timeout_ms > 0).then(|| now + timeout_ms);
-    state::with(|s| {
-        let entry = Entry {
-            handle: handle.id(),
-            timeout_at,
-            payload: state::Waiter {
-                handle,
-                holder: holder.to_vec(),
-                want,
-                db,
-                since: now,
-                queued: std::time::Instant::now(),
-                request: requests::current(),
-            },
-        };
-        let id = s.push(keys.clone(), entry, want_first);
-        for k in &keys {
-            s.graph.add_blocked(holder, k.clone(), id, timeout_at);
-        }
-    });
-    if let Some(t) = timeout_at {
-        timer::arm(t);
-    }
-    match (&seen, keys.as_slice()) {
-        (Some(s), [k]) => handoff::refresh_at(k, s.frees_at),
-        _ => {
-            for k in &keys {
-                handoff::refresh(ctx, k);
-            }
-        }
-    }
-    Ok(RedisValue::NoReply)
-}
-
-/// A resend of a request that still waits (same key, holder and id) takes
-/// its place in the queue, with the resend's timeout; the older sending is
-/// answered nil. None: nothing of it waits (or the resend cannot wait
-/// here), and the command runs as usual.
-pub fn take_place(
-    ctx: &Context,
-    tag: &Tag,
-    block: Option<&RedisString>,
-) -> Result<Option<RedisValue>, Error> {
-    let timeout = block
-        .and_then(|b| crate::core::args::parse_int(b.as_slice()))
-        .filter(|t| (0..=crate::glue::config::limits().max_ttl_ms).contains(t));
-    let Some(timeout) = timeout.filter(|_| blocking::can_block(ctx)) else {
-        return Ok(None);
-    };
-    if state::with(|s| s.queued(tag)).is_none() {
-        return Ok(None);
-    }
-    let handle = clients::block(ctx);
-    let timeout_at = (timeout > 0).then(|| now_ms() + timeout);
-    let swapped = state::with(|s| {
-        let Some(id) = s.queued(tag) else {
-            return Err(handle);
-        };
-        match s.waiters.hand_over(id, handle.id(), timeout_at) {
-            Some(e) => Ok(std::mem::replace(&mut e.payload.handle, handle)),
-            None => Err(handle),
-        }
-    });
-    match swapped {
-        Ok(old) => clients::wake(old, Reply::Nil, None),
-        // Nothing ran between the look and the swap; should it ever not be
-        // there, the resend is told to send again rather than left blocked.
-        Err(new) => {
-            let msg = Error::Invalid("request stopped waiting, send it again").message();
-            clients::wake(new, Reply::Error(msg), None);
-        }
-    }
-    if let Some(t) = timeout_at {
-        timer::arm(t);
-    }
-    Ok(Some(RedisValue::NoReply))
-}
-
-/// Refuses a wait past `max-waiters-per-key` or `max-waiters`.
-fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
-    use std::sync::atomic::Ordering::Relaxed;
-    let per_key = config::MAX_WAITERS_PER_KEY.load(Relaxed);
-    let total = config::MAX_WAITERS.load(Relaxed);
-    state::with(|s| {
-        if s.waiters.waiting() as i64 >= total {
-            return Err(Error::TooManyWaiters {
-                key: None,
-                limit: total,
-            });
-        }
-        match keys.iter().find(|k| s.waiters.len(k) as i64 >= per_key) {
-            Some(k) => Err(Error::TooManyWaiters {
-                key: Some(k.name.to_vec()),
-                limit: per_key,
-            }),
-            None => Ok(()),
-        }
-    })
-}
-
 pub use deadlock::{graph, top, waitfor};
+pub use enqueue::{take_place, wait};
 pub use slots::may_touch;
 
 /// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...): re-time

@@ -1,0 +1,179 @@
+//! A request joins its queues: the bounds, the deadlock check, the
+//! blocked client, its edges and the watch on its keys; and a resend of a
+//! request still queued takes its place.
+
+use std::rc::Rc;
+
+use redis_module::{Context, RedisString, RedisValue};
+
+use super::super::blocking::{self, Reply};
+use super::super::config;
+use super::super::pending as timer;
+use super::super::requests::{self, Tag};
+use super::super::server::now_ms;
+use super::state::{self, KeyId, Seen, Want};
+use super::{clients, deadlock, handoff};
+use crate::core::error::Error;
+use crate::core::waiters::Entry;
+
+/// Blocks the client on `names` (all in the selected database), behind
+/// everyone already queued there, unless that would deadlock. `seen`: what
+/// the refused attempt read of its one key, so that it is not read again.
+pub fn wait(
+    ctx: &Context,
+    holder: &[u8],
+    names: &[RedisString],
+    want: Rc<dyn Want>,
+    timeout_ms: i64,
+    seen: Option<Seen>,
+) -> Result<RedisValue, Error> {
+    let now = now_ms();
+    let db = blocking::selected_db(ctx);
+    let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();
+    check_bounds(&keys)?;
+    let mut seen = seen.filter(|_| keys.len() == 1);
+    // A key of a multi-key request that the holder alone already holds is
+    // no wait (semaphore permits it holds still are: more may never come).
+    let mut mine = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let only_mine = match &seen {
+            Some(s) => s.held.only(holder),
+            None => deadlock::held_now(ctx, name, now)?.only(holder),
+        };
+        if only_mine {
+            mine.push(i);
+        }
+    }
+    // Borrowed when every key is waited for (always, for one key).
+    let waits: std::borrow::Cow<[KeyId]> = if mine.is_empty() {
+        std::borrow::Cow::Borrowed(&keys)
+    } else {
+        let waits = keys.iter().enumerate().filter(|(i, _)| !mine.contains(i));
+        std::borrow::Cow::Owned(waits.map(|(_, k)| k.clone()).collect())
+    };
+    if !waits.is_empty() {
+        // Handed over, not copied: nothing after the check reads it.
+        let known = seen.as_mut().map(|s| {
+            s.held_for
+                .take()
+                .unwrap_or_else(|| std::mem::take(&mut s.held))
+        });
+        deadlock::check(
+            ctx,
+            holder,
+            &waits,
+            deadlock::Request::New(&*want),
+            now,
+            known,
+        )?;
+    }
+    drop(waits);
+    let want_first = want.jumps_queue();
+    let handle = clients::block(ctx);
+    let timeout_at = (timeout_ms > 0).then(|| now + timeout_ms);
+    // The keys move into the queue; one key's name is kept for the watch
+    // below (a shared name: no copy), several keys are copied.
+    let (single, several) = match keys.as_slice() {
+        [k] => (Some(k.clone()), Vec::new()),
+        _ => (None, keys.clone()),
+    };
+    state::with(|s| {
+        let entry = Entry {
+            handle: handle.id(),
+            timeout_at,
+            payload: state::Waiter {
+                handle,
+                holder: holder.to_vec(),
+                want,
+                db,
+                since: now,
+                queued: std::time::Instant::now(),
+                request: requests::current(),
+            },
+        };
+        let id = s.push(keys, entry, want_first);
+        if let Some((queued, _)) = s.waiters.get(id) {
+            for k in queued {
+                s.graph.add_blocked(holder, k.clone(), id, timeout_at);
+            }
+        }
+    });
+    if let Some(t) = timeout_at {
+        timer::arm(t);
+    }
+    match (&seen, single) {
+        (Some(s), Some(k)) => handoff::refresh_at(&k, s.frees_at),
+        (_, single) => {
+            for k in single.iter().chain(&several) {
+                handoff::refresh(ctx, k);
+            }
+        }
+    }
+    Ok(RedisValue::NoReply)
+}
+
+/// A resend of a request that still waits (same key, holder and id) takes
+/// its place in the queue, with the resend's timeout; the older sending is
+/// answered nil. None: nothing of it waits (or the resend cannot wait
+/// here), and the command runs as usual.
+pub fn take_place(
+    ctx: &Context,
+    tag: &Tag,
+    block: Option<&RedisString>,
+) -> Result<Option<RedisValue>, Error> {
+    let timeout = block
+        .and_then(|b| crate::core::args::parse_int(b.as_slice()))
+        .filter(|t| (0..=crate::glue::config::limits().max_ttl_ms).contains(t));
+    let Some(timeout) = timeout.filter(|_| blocking::can_block(ctx)) else {
+        return Ok(None);
+    };
+    if state::with(|s| s.queued(tag)).is_none() {
+        return Ok(None);
+    }
+    let handle = clients::block(ctx);
+    let timeout_at = (timeout > 0).then(|| now_ms() + timeout);
+    let swapped = state::with(|s| {
+        let Some(id) = s.queued(tag) else {
+            return Err(handle);
+        };
+        match s.waiters.hand_over(id, handle.id(), timeout_at) {
+            Some(e) => Ok(std::mem::replace(&mut e.payload.handle, handle)),
+            None => Err(handle),
+        }
+    });
+    match swapped {
+        Ok(old) => clients::wake(old, Reply::Nil, None),
+        // Nothing ran between the look and the swap; should it ever not be
+        // there, the resend is told to send again rather than left blocked.
+        Err(new) => {
+            let msg = Error::Invalid("request stopped waiting, send it again").message();
+            clients::wake(new, Reply::Error(msg), None);
+        }
+    }
+    if let Some(t) = timeout_at {
+        timer::arm(t);
+    }
+    Ok(Some(RedisValue::NoReply))
+}
+
+/// Refuses a wait past `max-waiters-per-key` or `max-waiters`.
+fn check_bounds(keys: &[KeyId]) -> Result<(), Error> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let per_key = config::MAX_WAITERS_PER_KEY.load(Relaxed);
+    let total = config::MAX_WAITERS.load(Relaxed);
+    state::with(|s| {
+        if s.waiters.waiting() as i64 >= total {
+            return Err(Error::TooManyWaiters {
+                key: None,
+                limit: total,
+            });
+        }
+        match keys.iter().find(|k| s.waiters.len(k) as i64 >= per_key) {
+            Some(k) => Err(Error::TooManyWaiters {
+                key: Some(k.name.to_vec()),
+                limit: per_key,
+            }),
+            None => Ok(()),
+        }
+    })
+}
