@@ -254,3 +254,19 @@ def test_graph_names_the_holders_of_every_kind_from_the_key_itself(r, bg):
     }
     assert all(0 < e[3] <= 5000 for e in r.execute_command("LOCK.GRAPH"))
     assert b" db=0 " in r.execute_command("CLIENT", "INFO"), "the caller stays on its database"
+
+
+@pytest.mark.parametrize("order", [("k1", "k2"), ("k2", "k1")])
+def test_a_multi_key_wait_does_not_wait_for_its_own_hold(r, bg, order):
+    # A holds k1 alone; its MACQUIRE of k1 and k2 waits for k2's holder
+    # only, whichever place k1 has among the keys: no DEADLOCK through k1.
+    r.execute_command("LOCK.ACQUIRE", "k1", "A", 10000)
+    r.execute_command("LOCK.ACQUIRE", "k2", "C", 10000)
+    w = bg("LOCK.MACQUIRE", 2, *order, "A", 10000, "BLOCK", 5000)
+    wait_blocked(r, 1)
+    assert r.info("padlock")["padlock_deadlocks"] == 0
+    assert [b"A", b"k2", [b"C"]] in [e[:3] for e in r.execute_command("LOCK.GRAPH")]
+    r.execute_command("LOCK.RELEASE", "k2", "C")
+    assert len(w.result()) == 2
+    info = r.execute_command("LOCK.INFO", "k1")
+    assert dict(zip(info[::2], info[1::2]))[b"count"] == 2, "k1 reentered by A"

@@ -135,11 +135,12 @@ fn options<'a, A: Arg>(
         let word = rest[i].bytes();
         let place = allowed
             .iter()
-            .take(MAX_OPTIONS)
             .position(|n| word.eq_ignore_ascii_case(n.as_bytes()))
             .ok_or(Error::Syntax)?;
         let value = rest.get(i + 1).ok_or(Error::Syntax)?;
-        found.slots[place] = Some((allowed[place], value));
+        // `allowed` is a command's own fixed list of at most MAX_OPTIONS.
+        let slot = found.slots.get_mut(place).ok_or(Error::Syntax)?;
+        *slot = Some((allowed[place], value));
         i += 2;
     }
     Ok((found, kept))

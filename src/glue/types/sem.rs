@@ -134,8 +134,7 @@ impl Value for Semaphore {
 
 impl Stored for Semaphore {
     fn held(&self, now_ms: i64) -> Held {
-        let holders: Vec<Vec<u8>> = self.view(now_ms).holders.into_iter().map(|h| h.0).collect();
-        Held::any(holders)
+        Held::any(self.live(now_ms).map(|(h, _)| h.to_vec()).collect())
     }
 
     fn each_holder(&self, now_ms: i64, f: &mut dyn FnMut(&[u8])) {

@@ -16,6 +16,7 @@ use crate::core::error::Error;
 use crate::core::queue::{WaiterId, FRONT};
 use crate::core::waitgraph::{clear_at_once, find_cycle, Found, Held, Need, Node};
 use crate::glue::acl::Reader;
+use crate::glue::types::Stored;
 
 /// Who holds `name` now (in the selected database).
 pub fn held_now(ctx: &Context, name: &RedisString, now: i64) -> Result<Held, Error> {
@@ -36,10 +37,18 @@ pub enum Request<'a> {
     Declared,
 }
 
-fn held_at(ctx: &Context, key: &KeyId, now: i64) -> Held {
+/// Reads `key` in its own database: `f` gets its value when it is one of
+/// padlock's (nothing for a missing key or another type).
+fn reading<R>(ctx: &Context, key: &KeyId, f: impl FnOnce(Option<&dyn Stored>) -> R) -> R {
     blocking::in_db(ctx, key.db, || {
-        held_now(ctx, &key.name(ctx), now).unwrap_or_default()
+        let name = key.name(ctx);
+        let k = Key::read(ctx, &name);
+        f(k.stored().ok().flatten())
     })
+}
+
+fn held_at(ctx: &Context, key: &KeyId, now: i64) -> Held {
+    reading(ctx, key, |v| v.map_or_else(Held::free, |v| v.held(now)))
 }
 
 /// The requests ahead that `x`'s request (needing `need`) waits for, from
@@ -321,17 +330,14 @@ pub fn graph(ctx: &Context, count: usize) -> RedisValue {
                 out.held(&held);
                 run = Some((key, held));
             }
-            _ => blocking::in_db(ctx, key.db, || {
-                let name = key.name(ctx);
-                let k = Key::read(ctx, &name);
-                match k.stored() {
-                    Ok(Some(v)) => {
-                        let mut n = 0;
-                        v.each_holder(now, &mut |_| n += 1);
-                        out.array(n);
-                        v.each_holder(now, &mut |h| out.bytes(h));
-                    }
-                    _ => out.array(0),
+            _ => reading(ctx, key, |v| {
+                let mut n = 0;
+                if let Some(v) = v {
+                    v.each_holder(now, &mut |_| n += 1);
+                }
+                out.array(n);
+                if let Some(v) = v {
+                    v.each_holder(now, &mut |h| out.bytes(h));
                 }
             }),
         }

@@ -2,6 +2,7 @@
 //! blocked client, its edges and the watch on its keys; and a resend of a
 //! request still queued takes its place.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 
 use redis_module::{Context, RedisString, RedisValue};
@@ -34,23 +35,19 @@ pub fn wait(
     let mut seen = seen.filter(|_| keys.len() == 1);
     // A key of a multi-key request that the holder alone already holds is
     // no wait (semaphore permits it holds still are: more may never come).
-    let mut mine = Vec::new();
-    for (i, name) in names.iter().enumerate() {
+    // Borrowed while every key so far is waited for (always, for one key).
+    let mut waits: Cow<[KeyId]> = Cow::Borrowed(&keys);
+    for (i, (key, name)) in keys.iter().zip(names).enumerate() {
         let only_mine = match &seen {
             Some(s) => s.held.only(holder),
             None => deadlock::held_now(ctx, name, now)?.only(holder),
         };
-        if only_mine {
-            mine.push(i);
+        match (&mut waits, only_mine) {
+            (Cow::Borrowed(_), true) => waits = Cow::Owned(keys[..i].to_vec()),
+            (Cow::Owned(w), false) => w.push(key.clone()),
+            _ => {}
         }
     }
-    // Borrowed when every key is waited for (always, for one key).
-    let waits: std::borrow::Cow<[KeyId]> = if mine.is_empty() {
-        std::borrow::Cow::Borrowed(&keys)
-    } else {
-        let waits = keys.iter().enumerate().filter(|(i, _)| !mine.contains(i));
-        std::borrow::Cow::Owned(waits.map(|(_, k)| k.clone()).collect())
-    };
     if !waits.is_empty() {
         // Handed over, not copied: nothing after the check reads it.
         let known = seen.as_mut().map(|s| {
