@@ -61,6 +61,7 @@ compat: build
 # The image (deploy/Dockerfile) built and run for real on Redis 8.0 and 7.0
 # bases made here, with a private Docker daemon; needs root.
 test-container: build
+	@scripts/deps.sh --python
 	scripts/test-container.sh
 
 # Faults on purpose (Sentinel failovers, kill -9, SIGSTOP past a lease,

@@ -137,7 +137,60 @@ check() { # check SUITE
   $DOCKER rm -f "$name" >/dev/null
 }
 
+# The docs' own recipes, run as written (scripts/doc-shell.py: only the
+# published port becomes a free loopback one): the README's quick start
+# and the guide's `docker run`, on images tagged with the names the
+# Dockerfile's defaults pull (no registry here: Debian 13's Redis 8.0 is
+# `redis:8`; the builder and the init stage's base are Debian 12).
+recipe() { # recipe FILE HEADING
+  local file=$1 heading=$2 port cmd
+  port=$(free_port)
+  step "recipe: $file \"$heading\" (port $port)"
+  local up=0
+  while IFS= read -r cmd; do
+    echo "    \$ $cmd"
+    if [ "$cmd" = run-session ]; then
+      # The section's redis-cli session, replies checked by shape.
+      "$root/.venv/bin/python" - "$root/scripts" "$root/$file" "$heading" "$port" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import examples, importlib.util
+spec = importlib.util.spec_from_file_location("doc_shell", sys.argv[1] + "/doc-shell.py")
+doc = importlib.util.module_from_spec(spec); spec.loader.exec_module(doc)
+text = doc.section(open(sys.argv[2]).read(), sys.argv[3])
+assert examples.sessions(text), "no redis session in the section"
+diffs = examples.run(int(sys.argv[4]), text)
+for line, cmd, want, got in diffs:
+    print(f"  > {cmd}\n    expected {want}\n    got      {got}")
+sys.exit(1 if diffs else 0)
+PY
+      continue
+    fi
+    (cd "$ctx" && DOCKER_HOST=$DOCKER_HOST PATH="$work/bin:$PATH" bash -euo pipefail -c "$cmd") > "$work/out" 2>&1 ||
+      { cat "$work/out"; echo "recipe failed: $cmd"; exit 1; }
+    sed 's/^/      /' "$work/out" | tail -5
+    if [[ $cmd == "docker run "* ]]; then
+      # A person types the next line a moment later: wait until it listens.
+      for _ in $(seq 100); do redis-cli -p "$port" PING 2>/dev/null | grep -q 'PONG\|NOAUTH' && up=1 && break; sleep 0.1; done
+      [ "$up" = 1 ] || { $DOCKER logs locks | tail; exit 1; }
+    fi
+  done < <(python3 "$root/scripts/doc-shell.py" "$root/$file" "$heading" "$port")
+  $DOCKER rm -f locks >/dev/null 2>&1 || true
+}
+
 base bookworm   # also the builder stage's base (it only copies the prebuilt .so)
+base trixie
+mkdir -p "$work/bin"
+ln -sf "$DOCKER" "$work/bin/docker"
+$DOCKER tag padlock-base:trixie redis:8
+$DOCKER tag padlock-base:bookworm rust:1-bookworm
+$DOCKER tag padlock-base:bookworm busybox:stable
+recipe README.md "Quick start"
+[ "$($DOCKER inspect -f '{{.Config.User}}' redis-padlock)" = redis ] || { echo "the default target is not the server"; exit 1; }
+recipe docs/operations.md "docker run and compose"
+(cd "$ctx" && $DOCKER build -q -f deploy/Dockerfile --target init -t padlock-init . >/dev/null)
+step "the guide's init stage builds (docs/operations.md \"The image\")"
+
 check trixie
 check bookworm
 

@@ -51,6 +51,15 @@ impl Grace {
         }
     }
 
+    /// How long the grace may still refuse some request: a fixed grace's
+    /// rest, and for `auto` the rest for the longest ttl a request may
+    /// carry (`max_ttl_ms`), since each request's own ttl decides. 0 when
+    /// off or over.
+    pub fn left_ms(&self, from_ms: i64, max_ttl_ms: i64, now_ms: i64) -> i64 {
+        self.ends_at(from_ms, max_ttl_ms)
+            .map_or(0, |end| end.saturating_sub(now_ms).max(0))
+    }
+
     /// Is the grace still running for a request with this ttl?
     pub fn running(&self, loaded_ms: i64, ttl_ms: i64, now_ms: i64) -> bool {
         self.ends_at(loaded_ms, ttl_ms)
@@ -86,5 +95,9 @@ mod tests {
             "its own ttl has passed"
         );
         assert_eq!(Grace::Auto.ends_at(1000, 300), Some(1300));
+        assert_eq!(Grace::Off.left_ms(1000, 500, 1000), 0);
+        assert_eq!(Grace::Ms(100).left_ms(1000, 500, 1040), 60);
+        assert_eq!(Grace::Ms(100).left_ms(1000, 500, 2000), 0);
+        assert_eq!(Grace::Auto.left_ms(1000, 500, 1100), 400, "the longest ttl's rest");
     }
 }

@@ -41,6 +41,7 @@ pub static GRACE_FROM_MS: AtomicI64 = AtomicI64::new(0);
 /// Starts the restart grace (again) now.
 pub fn start_grace(now_ms: i64) {
     GRACE_FROM_MS.store(now_ms, Ordering::Relaxed);
+    super::grace::changed();
 }
 
 impl GraceSetting {
@@ -78,6 +79,8 @@ impl ConfigurationValue<RedisString> for GraceSetting {
             RedisError::String(format!("restart-grace-ms must be 0 to {max} or auto"))
         })?;
         self.store(g);
+        // Logged, and waiters it held back served, when it ends now.
+        super::grace::changed();
         Ok(())
     }
 }

@@ -108,16 +108,43 @@ unsafe extern "C" fn on_config_change(
     })
 }
 
+thread_local! {
+    /// When the last eviction line was written, and evictions since then
+    /// not logged.
+    static LOGGED: std::cell::Cell<(i64, u64)> = const { std::cell::Cell::new((i64::MIN, 0)) };
+}
+
 /// A held value was evicted: counted, logged with its key, announced.
+/// An eviction storm writes one log line a second, not one per key: the
+/// first key of the second is named, the rest counted in the next line
+/// (every one is still counted in `evicted_held` and announced).
 pub fn evicted(ctx: &Context, kind: &KindInfo, key: &[u8]) {
     info::bump(&info::EVICTED_HELD);
-    ctx.log_warning(&format!(
-        "padlock: eviction removed the held {} '{}' (maxmemory-policy {}): another client may \
-         now acquire what its holder still believes it holds",
-        kind.name,
-        crate::core::error::escape(key),
-        policy(ctx)
-    ));
+    let now = super::server::now_ms();
+    let folded = LOGGED.with(|l| {
+        let (at, folded) = l.get();
+        if now.saturating_sub(at) < 1000 {
+            l.set((at, folded + 1));
+            None
+        } else {
+            l.set((now, 0));
+            Some(folded)
+        }
+    });
+    if let Some(folded) = folded {
+        let more = if folded > 0 {
+            format!(" ({folded} more held values evicted since the last such line)")
+        } else {
+            String::new()
+        };
+        ctx.log_warning(&format!(
+            "padlock: eviction removed the held {} '{}' (maxmemory-policy {}): another client \
+             may now acquire what its holder still believes it holds{more}",
+            kind.name,
+            crate::core::error::escape(key),
+            policy(ctx)
+        ));
+    }
     notify(
         ctx,
         kind.evicted_event,

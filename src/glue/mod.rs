@@ -24,6 +24,7 @@ mod docs;
 pub mod events;
 pub mod eviction;
 mod fences;
+mod grace;
 mod guard;
 mod info;
 mod keep;
@@ -68,6 +69,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
     requests::init(ctx);
     events::subscribe(ctx);
     eviction::init(ctx);
+    grace::init(ctx);
     report::register(ctx);
     Status::Ok
 }

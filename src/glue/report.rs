@@ -75,6 +75,8 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
         ("requests_replayed", c(&super::requests::REPLAYED)),
     ];
     out.extend(rest.into_iter().map(|(n, v)| (n.to_string(), v)));
+    let grace = super::grace::fields(super::server::now_ms());
+    out.extend(grace.into_iter().map(|(n, v)| (n.to_string(), v)));
     out
 }
 

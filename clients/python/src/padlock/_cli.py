@@ -118,21 +118,24 @@ def graph(client: Any, svg: Optional[str], png: Optional[str], long_wait_ms: int
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m padlock", description=__doc__)
-    p.add_argument("--url", default=os.environ.get("PADLOCK_URL", "redis://127.0.0.1:6379"),
-                   help="the server (default $PADLOCK_URL or redis://127.0.0.1:6379)")
+    default_url = os.environ.get("PADLOCK_URL", "redis://127.0.0.1:6379")
+    # `--url` before or after the subcommand: both read as the guide says.
+    url = argparse.ArgumentParser(add_help=False)
+    url.add_argument("--url", default=argparse.SUPPRESS,
+                     help="the server (default $PADLOCK_URL or redis://127.0.0.1:6379)")
+    p = argparse.ArgumentParser(prog="python -m padlock", description=__doc__, parents=[url])
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("top", help="the hottest keys, refreshed every second; q quits")
+    t = sub.add_parser("top", parents=[url], help="the hottest keys, refreshed every second; q quits")
     t.add_argument("--count", type=int, default=20)
     t.add_argument("--interval", type=float, default=1.0)
     t.add_argument("--frames", type=int, default=None, help="stop after this many refreshes")
-    g = sub.add_parser("graph", help="LOCK.GRAPH drawn with Graphviz (DOT on stdout)")
+    g = sub.add_parser("graph", parents=[url], help="LOCK.GRAPH drawn with Graphviz (DOT on stdout)")
     g.add_argument("--svg", help="write an SVG here")
     g.add_argument("--png", help="write a PNG here")
     g.add_argument("--long-wait-ms", type=int, default=1000,
                    help="keys whose oldest waiter waited this long are filled orange")
     args = p.parse_args(argv)
-    client: Any = redis.Redis.from_url(args.url, decode_responses=True)
+    client: Any = redis.Redis.from_url(getattr(args, "url", default_url), decode_responses=True)
     if args.cmd == "top":
         try:
             top(client, args.count, args.interval, args.frames)
