@@ -135,7 +135,13 @@ def test_semaphore_or_wait_is_not_a_deadlock(r, bg):
     # t3 is free to finish and give its permit back: no deadlock.
     assert r.execute_command("SEM.ACQUIRE", "S", "t1", 2, 1000, "BLOCK", 100) is None
     assert r.execute_command("LOCK.WAITFOR", "S", "t1", 1000) == 1
-    # Once t3 waits for L too, every permit holder is stuck on t1.
+    # Once t3 waits for L too, every permit holder is stuck on t1: t3's
+    # own wait closes it (t1's declared wait counts like a blocked one).
+    with pytest.raises(redis.ResponseError, match=r"^DEADLOCK t3 -> L -> t1 -> S -> t3$"):
+        r.execute_command("LOCK.ACQUIRE", "L", "t3", 10000, "BLOCK", 0)
+    # Without the declared edge, t3 waits, and t1 closes the cycle.
+    r.execute_command("LOCK.ACQUIRE", "L2", "t9", 10000)
+    assert r.execute_command("LOCK.WAITFOR", "L2", "t1", 1000) == 1, "replaces t1's edge"
     bg("LOCK.ACQUIRE", "L", "t3", 10000, "BLOCK", 0)
     wait_blocked(r, 2)
     with pytest.raises(redis.ResponseError, match=r"^DEADLOCK t1 -> S -> t[23] -> L -> t1$"):
@@ -270,3 +276,58 @@ def test_a_multi_key_wait_does_not_wait_for_its_own_hold(r, bg, order):
     assert len(w.result()) == 2
     info = r.execute_command("LOCK.INFO", "k1")
     assert dict(zip(info[::2], info[1::2]))[b"count"] == 2, "k1 reentered by A"
+
+
+SEM_ORDERS = {
+    "t2, t1, then t3": ["t2", "t1", "t3"],
+    "t3, t1, then t2": ["t3", "t1", "t2"],
+}
+
+
+def sem_cycle_cmd(who, block):
+    if who == "t1":
+        return ["SEM.ACQUIRE", "S", "t1", 2, 10000, "PERMITS", 2, *block]
+    return ["LOCK.ACQUIRE", "A", who, 10000, *block]
+
+
+@pytest.mark.parametrize("order", list(SEM_ORDERS))
+@pytest.mark.parametrize("last", ["BLOCK", "LOCK.WAITFOR"])
+def test_a_deadlock_through_a_full_semaphore_is_found_in_any_order(r, bg, order, last):
+    """t1 holds A; t2 and t3 fill S (limit 2); t1 waits for both permits.
+    Once both permit holders wait for A, the three wait only on one
+    another: the third edge is refused with -DEADLOCK (the first two are
+    not: one permit holder is still free)."""
+    r.execute_command("LOCK.ACQUIRE", "A", "t1", 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "t2", 2, 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "t3", 2, 10000)
+    first, second, third = SEM_ORDERS[order]
+    bg(*sem_cycle_cmd(first, ["BLOCK", 5000]))
+    wait_blocked(r, 1)
+    bg(*sem_cycle_cmd(second, ["BLOCK", 5000]))
+    wait_blocked(r, 2)
+    t0 = time.time()
+    with pytest.raises(redis.ResponseError) as e:
+        if last == "BLOCK":
+            r.execute_command(*sem_cycle_cmd(third, ["BLOCK", 5000]))
+        else:
+            assert third != "t1"
+            r.execute_command("LOCK.WAITFOR", "A", third, 10000)
+    assert time.time() - t0 < 1, "at once, not after the timeout"
+    text = str(e.value)
+    assert text.startswith(f"DEADLOCK {third} -> ") and text.endswith(f" -> {third}"), text
+    assert wait_blocked(r, 2) is None
+
+
+def test_a_full_semaphore_with_a_free_permit_holder_is_no_deadlock(r, bg):
+    """The same, but t3 never waits: t1 gets S once t3 leaves, so t2
+    waiting for A closes no deadlock."""
+    r.execute_command("LOCK.ACQUIRE", "A", "t1", 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "t2", 2, 10000)
+    r.execute_command("SEM.ACQUIRE", "S", "t3", 2, 10000)
+    bg(*sem_cycle_cmd("t1", ["BLOCK", 5000]))
+    wait_blocked(r, 1)
+    w = bg(*sem_cycle_cmd("t2", ["BLOCK", 5000]))
+    wait_blocked(r, 2)
+    assert r.execute_command("LOCK.WAITFOR", "A", "t4", 10000) == 1
+    r.execute_command("SEM.RELEASE", "S", "t3")
+    assert not w.done()

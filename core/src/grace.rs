@@ -98,6 +98,10 @@ mod tests {
         assert_eq!(Grace::Off.left_ms(1000, 500, 1000), 0);
         assert_eq!(Grace::Ms(100).left_ms(1000, 500, 1040), 60);
         assert_eq!(Grace::Ms(100).left_ms(1000, 500, 2000), 0);
-        assert_eq!(Grace::Auto.left_ms(1000, 500, 1100), 400, "the longest ttl's rest");
+        assert_eq!(
+            Grace::Auto.left_ms(1000, 500, 1100),
+            400,
+            "the longest ttl's rest"
+        );
     }
 }

@@ -55,27 +55,49 @@ pub struct Binding<P> {
     pub payload: P,
 }
 
+/// A lease names the key it is on. A binding belongs to one hold, and a
+/// hold lives in one key: whatever removes or replaces the key (a delete,
+/// a flush, a rename or move away, an overwrite, an eviction) ends every
+/// binding on it at once, so no later hold of that name is kept by an
+/// earlier binding.
+pub trait OnKey {
+    type Key: Hash + Eq;
+    fn on_key(&self) -> Self::Key;
+}
+
 #[derive(Debug)]
-pub struct Bindings<K, P> {
+pub struct Bindings<K: OnKey, P> {
     next: u64,
     /// The lease is kept once, shared by both maps.
     by_id: Map<u64, (Rc<K>, Binding<P>)>,
     by_lease: Map<Rc<K>, u64>,
     by_client: Map<u64, Set<u64>>,
+    by_key: Map<K::Key, Set<u64>>,
 }
 
-impl<K, P> Default for Bindings<K, P> {
+impl<K: OnKey, P> Default for Bindings<K, P> {
     fn default() -> Self {
         Bindings {
             next: 1,
             by_id: Map::default(),
             by_lease: Map::default(),
             by_client: Map::default(),
+            by_key: Map::default(),
         }
     }
 }
 
-impl<K: Hash + Eq, P> Bindings<K, P> {
+/// Removes `id` from the set at `at` in `index`, and the set once empty.
+fn forget<I: Hash + Eq>(index: &mut Map<I, Set<u64>>, at: &I, id: u64) {
+    if let Some(ids) = index.get_mut(at) {
+        ids.remove(&id);
+        if ids.is_empty() {
+            index.remove(at);
+        }
+    }
+}
+
+impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
     pub fn len(&self) -> usize {
         self.by_id.len()
     }
@@ -95,6 +117,7 @@ impl<K: Hash + Eq, P> Bindings<K, P> {
         let id = self.next;
         self.next += 1;
         let lease = Rc::new(lease);
+        self.by_key.entry(lease.on_key()).or_default().insert(id);
         self.by_lease.insert(lease.clone(), id);
         self.by_client.entry(client).or_default().insert(id);
         let b = Binding {
@@ -111,12 +134,8 @@ impl<K: Hash + Eq, P> Bindings<K, P> {
         let id = self.by_lease.get(lease).copied()?;
         let (lease, b) = self.by_id.remove(&id)?;
         self.by_lease.remove(&lease);
-        if let Some(ids) = self.by_client.get_mut(&b.client) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.by_client.remove(&b.client);
-            }
-        }
+        forget(&mut self.by_client, &b.client, id);
+        forget(&mut self.by_key, &lease.on_key(), id);
         Some(b)
     }
 
@@ -128,10 +147,46 @@ impl<K: Hash + Eq, P> Bindings<K, P> {
         for id in &ids {
             if let Some((lease, b)) = self.by_id.remove(id) {
                 self.by_lease.remove(&lease);
+                forget(&mut self.by_key, &lease.on_key(), *id);
                 ended.push((lease, b));
             }
         }
         ended
+    }
+
+    /// The key went (deleted, replaced, moved away): every binding on it
+    /// ends; its holds are gone, so nothing is written for them. Returns
+    /// how many ended.
+    pub fn drop_key(&mut self, key: &K::Key) -> usize {
+        let ids = self.by_key.remove(key).unwrap_or_default();
+        for id in &ids {
+            if let Some((lease, b)) = self.by_id.remove(id) {
+                self.by_lease.remove(&lease);
+                forget(&mut self.by_client, &b.client, *id);
+            }
+        }
+        ids.len()
+    }
+
+    /// Every key for which `gone` holds went at once (a flush, a swap of
+    /// databases): as `drop_key` for each. O(bindings), like the flush.
+    pub fn drop_keys(&mut self, mut gone: impl FnMut(&K::Key) -> bool) -> usize {
+        let keys: Vec<K::Key> = self
+            .by_id
+            .values()
+            .map(|(lease, _)| lease.on_key())
+            .filter(|k| gone(k))
+            .collect();
+        keys.iter().map(|k| self.drop_key(k)).sum()
+    }
+
+    /// The leases bound on `key`.
+    pub fn on(&self, key: &K::Key) -> Vec<Rc<K>> {
+        self.by_key.get(key).map_or_else(Vec::new, |ids| {
+            ids.iter()
+                .filter_map(|id| self.by_id.get(id).map(|(l, _)| l.clone()))
+                .collect()
+        })
     }
 
     /// The binding of `lease`, if it is bound.

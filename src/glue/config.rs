@@ -38,10 +38,11 @@ pub static RESTART_GRACE: GraceSetting = GraceSetting(AtomicI64::new(0));
 /// to master (unix ms): the grace counts from here.
 pub static GRACE_FROM_MS: AtomicI64 = AtomicI64::new(0);
 
-/// Starts the restart grace (again) now.
+/// Starts the restart grace (again) now (`grace::start` also tells the
+/// operator).
 pub fn start_grace(now_ms: i64) {
     GRACE_FROM_MS.store(now_ms, Ordering::Relaxed);
-    super::grace::changed();
+    super::pending::grace_changed();
 }
 
 impl GraceSetting {
@@ -80,7 +81,7 @@ impl ConfigurationValue<RedisString> for GraceSetting {
         })?;
         self.store(g);
         // Logged, and waiters it held back served, when it ends now.
-        super::grace::changed();
+        super::pending::grace_changed();
         Ok(())
     }
 }

@@ -12,6 +12,7 @@ use super::guard;
 use super::info;
 use super::keep;
 use super::key::Key;
+use super::pending;
 use super::server::{notify, now_ms};
 use super::types;
 use super::waiting;
@@ -54,6 +55,7 @@ pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u
     match name {
         "expire" => guard::call((), || {
             waiting::expiry_changed(key);
+            by_client(ctx, key);
             let flags = keep::stream_recent().then(|| ctx.get_flags());
             if let Some(f) = flags.filter(|f| f.contains(ContextFlags::REPLICATED)) {
                 let name = RedisString::create_from_slice(ctx.ctx, key);
@@ -63,7 +65,15 @@ pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u
                 }
             }
         }),
-        "move_from" => MOVED_FROM.set(blocking::selected_db(ctx)),
+        // A client's own expiry: the key keeps it, and no binding keeps
+        // the lease any more (replicas and the AOF only apply effects).
+        "persist" => guard::call((), || by_client(ctx, key)),
+        "move_from" => guard::call((), || {
+            MOVED_FROM.set(blocking::selected_db(ctx));
+            // Its waiters here see a free key.
+            pending::note_removed(key);
+        }),
+        "rename_from" => guard::call((), || pending::note_removed(key)),
         "move_to" => guard::call((), || {
             keep::moved_in(ctx, key);
             // Valkey 8.1 runs subscribers on the calling client, selected
@@ -83,6 +93,20 @@ pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u
     }
 }
 
+/// An expiry set on `key` by a client of this master (not an effect
+/// from the master link or the AOF, nor a migration's stream).
+fn by_client(ctx: &Context, key: &[u8]) {
+    if !keep::any_bound() {
+        return;
+    }
+    let f = ctx.get_flags();
+    if f.contains(ContextFlags::MASTER)
+        && !f.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+    {
+        keep::expiry_set(ctx, key);
+    }
+}
+
 thread_local! {
     /// The database `MOVE` took a key from (its `move_from` event comes
     /// right before `move_to`).
@@ -96,6 +120,7 @@ pub fn subscribe(ctx: &Context) {
         on_role_changed,
     );
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb);
+    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush);
     // Redis 8.4+ (elsewhere the subscriptions are refused, and nothing
     // happens).
     blocking::subscribe(
@@ -160,16 +185,43 @@ unsafe extern "C" fn on_slot_migration(
     })
 }
 
-/// `SWAPDB`: bindings name their database, so what the swap moved is held
-/// far away with no binding where it is now; one pass over the keyspace
-/// gives such leases their ttl.
+/// `SWAPDB a b`: the keys of both databases moved away from their holds'
+/// bindings, which end; what the swap moved is held far away with no
+/// binding where it is now (one pass over the keyspace gives such leases
+/// their ttl); and every waiter looks at the key its database has now.
 unsafe extern "C" fn on_swapdb(
     _ctx: *mut raw::RedisModuleCtx,
     _eid: raw::RedisModuleEvent,
     _subevent: u64,
-    _data: *mut c_void,
+    data: *mut c_void,
 ) {
-    guard::call((), keep::thaw_all);
+    // SAFETY: for this event Redis passes a live RedisModuleSwapDbInfo.
+    let dbs = unsafe { (data as *const raw::RedisModuleSwapDbInfo).as_ref() }
+        .map(|i| (i.dbnum_first, i.dbnum_second));
+    guard::call((), || {
+        match dbs {
+            Some((a, b)) => keep::swapped(a, b),
+            None => keep::thaw_all(),
+        }
+        pending::note_all();
+    });
+}
+
+/// `FLUSHDB` / `FLUSHALL` (no per-key callbacks): the waiting engine's
+/// waiters and declared waits, and the bindings of every hold flushed.
+unsafe extern "C" fn on_flush(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        return;
+    }
+    // SAFETY: for this event Redis passes a live RedisModuleFlushInfo.
+    let db = unsafe { (data as *const raw::RedisModuleFlushInfo).as_ref() }.map_or(-1, |f| f.dbnum);
+    waiting::flushed(db);
+    guard::call((), || keep::flushed((db != -1).then_some(db)));
 }
 
 /// A replica promoted to master may have missed the last grants of the old

@@ -10,28 +10,21 @@ use std::sync::atomic::Ordering;
 
 use redis_module::{logging, raw, Context};
 
-use super::blocking;
 use super::config::{GRACE_FROM_MS, MAX_TTL_MS, RESTART_GRACE};
 use super::pending;
 use super::server::now_ms;
 use crate::core::grace::Grace;
 
 thread_local! {
-    static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
     /// Whether the last look found the grace running (so each start and
     /// end is logged once).
     static RUNNING: Cell<bool> = const { Cell::new(false) };
 }
 
 pub fn init(ctx: &Context) {
-    TIMER.with(|t| t.init(ctx, fire));
+    pending::grace_init(ctx, fire);
     // After OnLoad, once the load-time settings are in.
-    changed();
-}
-
-/// The grace (re)started, or its setting changed: looked at now.
-pub fn changed() {
-    TIMER.with(|t| t.arm(now_ms()));
+    pending::grace_changed();
 }
 
 /// (running, ms it may still refuse some request) now.
@@ -45,7 +38,6 @@ pub fn status(now: i64) -> (bool, i64) {
 }
 
 unsafe extern "C" fn fire(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    TIMER.with(|t| t.fired());
     super::guard::call((), || {
         let now = now_ms();
         let (running, left) = status(now);
@@ -66,14 +58,15 @@ unsafe extern "C" fn fire(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
             // Waiters it held back are served at once.
             pending::note_all();
         }
-        if running {
-            TIMER.with(|t| t.arm(now + left));
-        }
+        pending::grace_fired(running.then_some(now + left));
     })
 }
 
 /// For `INFO padlock`.
 pub fn fields(now: i64) -> [(&'static str, i64); 2] {
     let (running, left) = status(now);
-    [("grace_active", i64::from(running)), ("grace_left_ms", left)]
+    [
+        ("grace_active", i64::from(running)),
+        ("grace_left_ms", left),
+    ]
 }

@@ -22,11 +22,30 @@ pub struct Pending {
 
 const MAX_PENDING: usize = 4096;
 
+/// What is done when the key `name` of database `db` goes.
+type Gone = fn(i32, &[u8]);
+
 thread_local! {
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
     static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
     /// Whether any client waits (kept by the engine).
     static WATCHING: Cell<bool> = const { Cell::new(false) };
+    /// What `KEEP` does when a key goes (`keep::removed`), registered by
+    /// it: the types note removals here without knowing `KEEP`.
+    static ON_GONE: Cell<Option<Gone>> = const { Cell::new(None) };
+}
+
+/// `KEEP`'s hook for a key that went (from OnLoad).
+pub fn on_gone(f: Gone) {
+    ON_GONE.set(Some(f));
+}
+
+/// The key `name` of database `db` went, by any hand (padlock's own
+/// delete too): what was bound to its holds ends.
+pub fn gone(db: i32, name: &[u8]) {
+    if let Some(f) = ON_GONE.get() {
+        f(db, name);
+    }
 }
 
 /// The engine, after each change of its state: does anyone wait now?
@@ -80,4 +99,30 @@ pub fn note_all() {
 
 pub fn take_pending() -> Pending {
     PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()))
+}
+
+thread_local! {
+    /// The restart grace's own timer (`grace`), armed from the settings
+    /// below it.
+    static GRACE_TIMER: blocking::OneShot = const { blocking::OneShot::new() };
+}
+
+/// From OnLoad: the grace's timer callback.
+pub fn grace_init(ctx: &Context, fire: TimerProc) {
+    GRACE_TIMER.with(|t| t.init(ctx, fire));
+}
+
+/// The grace (re)started or its setting changed: looked at now.
+pub fn grace_changed() {
+    GRACE_TIMER.with(|t| t.arm(now_ms()));
+}
+
+/// The grace's timer fired; `at`: when to look again, if at all.
+pub fn grace_fired(at: Option<i64>) {
+    GRACE_TIMER.with(|t| {
+        t.fired();
+        if let Some(at) = at {
+            t.arm(at);
+        }
+    });
 }

@@ -2,6 +2,22 @@ use super::*;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
+/// Test leases: a name whose key is its first letter; a number whose key
+/// is its half (two holders per key).
+impl OnKey for &str {
+    type Key = u8;
+    fn on_key(&self) -> u8 {
+        self.as_bytes().first().copied().unwrap_or(0)
+    }
+}
+
+impl OnKey for u8 {
+    type Key = u8;
+    fn on_key(&self) -> u8 {
+        *self / 2
+    }
+}
+
 #[test]
 fn latest_binding_wins_and_clients_drop_their_own() {
     let mut b: Bindings<&str, ()> = Bindings::default();
@@ -29,7 +45,7 @@ proptest! {
     /// Whatever is bound, unbound and dropped, the indexes agree with a
     /// plain map of live bindings.
     #[test]
-    fn indexes_agree(ops in proptest::collection::vec((0u8..4, 0u8..6, 0u64..3, 1i64..100), 1..200)) {
+    fn indexes_agree(ops in proptest::collection::vec((0u8..6, 0u8..6, 0u64..3, 1i64..100), 1..200)) {
         let mut b: Bindings<u8, ()> = Bindings::default();
         let mut model: HashMap<u8, (u64, i64)> = HashMap::new();
         for (op, lease, client, ttl) in ops {
@@ -39,6 +55,20 @@ proptest! {
                     prop_assert_eq!(before, model.insert(lease, (client, ttl)));
                 }
                 2 => { prop_assert_eq!(b.unbind(&lease).is_some(), model.remove(&lease).is_some()); }
+                3 => {
+                    // The key went: both of its leases end, nothing else.
+                    let n = b.drop_key(&(lease / 2));
+                    let before = model.len();
+                    model.retain(|l, _| l / 2 != lease / 2);
+                    prop_assert_eq!(n, before - model.len());
+                    prop_assert!(b.on(&(lease / 2)).is_empty());
+                }
+                4 => {
+                    let n = b.drop_keys(|k| *k == lease / 2 || *k == 0);
+                    let before = model.len();
+                    model.retain(|l, _| l / 2 != lease / 2 && l / 2 != 0);
+                    prop_assert_eq!(n, before - model.len());
+                }
                 _ => {
                     let n = b.drop_client(client).len();
                     let before = model.len();
@@ -56,6 +86,13 @@ proptest! {
             want.sort();
             want.dedup();
             prop_assert_eq!(clients, want);
+            for k in 0u8..3 {
+                let mut on: Vec<u8> = b.on(&k).iter().map(|l| **l).collect();
+                on.sort();
+                let mut want: Vec<u8> = model.keys().copied().filter(|l| l / 2 == k).collect();
+                want.sort();
+                prop_assert_eq!(on, want);
+            }
         }
     }
 }

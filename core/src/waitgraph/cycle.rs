@@ -9,19 +9,23 @@
 //! - `any`: one leaving is enough (semaphore holders: any that finishes
 //!   frees permits): an OR-wait.
 //!
-//! A would-be waiter W is deadlocked when its request is *stuck on W*: a
-//! holder is stuck on W if it is W or one of its requests is; a request is
-//! stuck if *some* of its `all` are, or it has `any` and *every* one is.
-//! That is a least fixed point, computed over the part of the graph
-//! reachable from the new request only (cost grows with the edges
-//! reachable, never with all keys), and the cycle is read back along the
-//! order in which holders became stuck.
+//! A set of holders is deadlocked when each has a request that waits only
+//! on members: *some* of its `all` is one, or it has `any` and *every* one
+//! is. A would-be waiter W deadlocks when such a set containing W exists
+//! (W counting by its new request). The largest such set is a greatest
+//! fixed point: start from every holder reachable from the new request
+//! and drop, one at a time, those with no request waiting only on those
+//! left. (A least fixed point seeded from W alone, as this once was, never
+//! counts a member whose own stuckness goes round through an OR-wait: a
+//! full semaphore's permit holders that wait for the very lock W waits
+//! for.) Cost grows with the edges reachable, never with all keys; the
+//! cycle is read back breadth first.
 //!
 //! The lookups are closures so that the caller can read live state (keys in
 //! Redis, edges in its own registry) without holding anything across them:
 //! all reading happens in the first phase, the rest works on what was read.
 
-use crate::hash::Map;
+use crate::hash::{Map, Set};
 use std::hash::Hash;
 
 use super::Node;
@@ -60,10 +64,6 @@ impl Held {
     /// never come).
     pub fn only(&self, holder: &[u8]) -> bool {
         self.any.is_empty() && matches!(self.all.as_slice(), [h] if h == holder)
-    }
-
-    fn stuck(&self, is: impl Fn(&[u8]) -> bool) -> bool {
-        self.all.iter().any(|h| is(h)) || (!self.any.is_empty() && self.any.iter().all(|h| is(h)))
     }
 }
 
@@ -124,67 +124,203 @@ pub fn find_cycle<K: Hash + Eq + Clone>(
         edges.insert(x, mine);
     }
 
-    // 2. Least fixed point of "stuck on waiter": each round sees only the
-    //    holders stuck in earlier rounds, and notes the request that made
-    //    a holder stuck.
-    let mut round: Map<&[u8], (usize, usize)> = Map::default();
-    round.insert(waiter, (0, 0));
-    let mut r = 0;
-    let stuck_first = |round: &Map<&[u8], (usize, usize)>| {
-        first
+    // 2. The largest deadlocked set: a holder stays while one of its
+    //    requests waits only on members (some `all` is one, or every
+    //    `any` is); the waiter counts by its new request alone. Holders
+    //    are dropped one by one, each drop touching only the requests that
+    //    name it, so this is linear in what was read.
+    let set = Deadlocked::of(waiter, &first, &edges);
+    if !set.has(waiter) {
+        return Found::Clear;
+    }
+    Found::Cycle(set.path(waiter, &first, &edges))
+}
+
+/// A request read in phase 1: its owner, its key and whom it waits for.
+struct Req<'a> {
+    owner: &'a [u8],
+    held: &'a Held,
+    /// Members among `held.all` (with repeats), and non-members among
+    /// `held.any`.
+    all_in: usize,
+    any_out: usize,
+}
+
+impl Req<'_> {
+    fn stuck(&self) -> bool {
+        self.all_in > 0 || (!self.held.any.is_empty() && self.any_out == 0)
+    }
+}
+
+/// The greatest set of holders each of which has a request waiting only
+/// on members (SPEC "Deadlock detection": each waits for a key all of
+/// whose holders are in the set), over the graph read from one waiter.
+struct Deadlocked<'a> {
+    members: Set<&'a [u8]>,
+}
+
+impl<'a> Deadlocked<'a> {
+    fn of<K>(
+        waiter: &'a [u8],
+        first: &'a [(K, Held)],
+        edges: &'a Map<Vec<u8>, Vec<(K, Held)>>,
+    ) -> Deadlocked<'a> {
+        let mut members: Set<&[u8]> = edges.keys().map(|x| x.as_slice()).collect();
+        members.insert(waiter);
+        let mut reqs: Vec<Req<'a>> = Vec::new();
+        let owned = std::iter::once((waiter, first))
+            .chain(edges.iter().map(|(x, m)| (x.as_slice(), m.as_slice())));
+        for (owner, mine) in owned {
+            for (_, held) in mine {
+                reqs.push(Req {
+                    owner,
+                    held,
+                    all_in: held
+                        .all
+                        .iter()
+                        .filter(|y| members.contains(y.as_slice()))
+                        .count(),
+                    any_out: held
+                        .any
+                        .iter()
+                        .filter(|y| !members.contains(y.as_slice()))
+                        .count(),
+                });
+            }
+        }
+        // Who names whom (true: in `all`), and each member's stuck
+        // requests.
+        let mut named: Map<&[u8], Vec<(usize, bool)>> = Map::default();
+        let mut live: Map<&[u8], usize> = members.iter().map(|x| (*x, 0)).collect();
+        for (i, r) in reqs.iter().enumerate() {
+            for y in &r.held.all {
+                named.entry(y.as_slice()).or_default().push((i, true));
+            }
+            for y in &r.held.any {
+                named.entry(y.as_slice()).or_default().push((i, false));
+            }
+            if r.stuck() {
+                *live.entry(r.owner).or_default() += 1;
+            }
+        }
+        let mut drop: Vec<&[u8]> = live
             .iter()
-            .position(|(_, h)| h.stuck(|y| round.contains_key(y)))
-    };
-    while stuck_first(&round).is_none() {
-        r += 1;
-        let mut newly = vec![];
-        for (x, mine) in &edges {
-            if round.contains_key(x.as_slice()) {
+            .filter(|(_, n)| **n == 0)
+            .map(|(x, _)| *x)
+            .collect();
+        while let Some(x) = drop.pop() {
+            if !members.remove(x) {
                 continue;
             }
-            if let Some(i) = mine
-                .iter()
-                .position(|(_, h)| h.stuck(|y| round.contains_key(y)))
-            {
-                newly.push((x.as_slice(), i));
+            for &(i, in_all) in named.get(x).map_or(&[][..], |v| v.as_slice()) {
+                let r = &mut reqs[i];
+                let was = r.stuck();
+                if in_all {
+                    r.all_in -= 1;
+                } else {
+                    r.any_out += 1;
+                }
+                if was && !r.stuck() {
+                    if let Some(n) = live.get_mut(r.owner) {
+                        *n -= 1;
+                        if *n == 0 && members.contains(r.owner) {
+                            drop.push(r.owner);
+                        }
+                    }
+                }
             }
         }
-        if newly.is_empty() {
-            return Found::Clear;
-        }
-        for (x, i) in newly {
-            round.insert(x, (r, i));
-        }
+        Deadlocked { members }
     }
 
-    // 3. Read the cycle back, always stepping to a holder that became
-    //    stuck earlier, which ends at the waiter (round 0).
-    let earliest = |h: &Held| {
-        h.holders()
-            .filter_map(|y| round.get_key_value(y.as_slice()))
-            .min_by_key(|(_, (r, _))| *r)
-            .map(|(y, (r, _))| (*y, *r))
-    };
-    let Some(i) = stuck_first(&round) else {
-        return Found::Clear;
-    };
-    let (key, h) = &first[i];
-    let mut path = vec![Node::Holder(waiter.to_vec()), Node::Key(key.clone())];
-    let Some((mut at, mut r)) = earliest(h) else {
-        return Found::Clear;
-    };
-    loop {
-        path.push(Node::Holder(at.to_vec()));
-        if r == 0 {
-            return Found::Cycle(path);
+    fn has(&self, x: &[u8]) -> bool {
+        self.members.contains(x)
+    }
+
+    /// The members one of `x`'s requests waits on, with that request's
+    /// key: every request of `x` that waits only on members.
+    fn next<'k, K>(&self, mine: &'k [(K, Held)]) -> Vec<(&'k K, &'k [u8])> {
+        let mut out = vec![];
+        for (k, h) in mine {
+            let all: Vec<&[u8]> = h
+                .all
+                .iter()
+                .map(|y| y.as_slice())
+                .filter(|y| self.has(y))
+                .collect();
+            let any_stuck = !h.any.is_empty() && h.any.iter().all(|y| self.has(y));
+            if !all.is_empty() {
+                out.extend(all.into_iter().map(|y| (k, y)));
+            } else if any_stuck {
+                out.extend(h.any.iter().map(|y| (k, y.as_slice())));
+            }
         }
-        let Some((k, h)) = edges.get(at).and_then(|m| m.get(round[at].1)) else {
-            return Found::Clear;
+        out
+    }
+
+    /// The cycle to report: the shortest way from the waiter back to it
+    /// through members; when the waiter only waits into a deadlock that
+    /// does not wait for it, the way into that cycle, ending at the first
+    /// holder met twice.
+    fn path<'g, K: Clone>(
+        &self,
+        waiter: &'g [u8],
+        first: &'g [(K, Held)],
+        edges: &'g Map<Vec<u8>, Vec<(K, Held)>>,
+    ) -> Vec<Node<K>> {
+        let mine = |x: &[u8]| -> Vec<(&'g K, &'g [u8])> {
+            if x == waiter {
+                self.next(first)
+            } else {
+                edges.get(x).map_or_else(Vec::new, |m| self.next(m))
+            }
         };
-        path.push(Node::Key(k.clone()));
-        match earliest(h).filter(|(_, next)| *next < r) {
-            Some(next) => (at, r) = next,
-            None => return Found::Clear,
+        // Breadth first from the waiter: how each member was reached.
+        let mut from: Map<&'g [u8], (&'g [u8], &'g K)> = Map::default();
+        let mut queue = std::collections::VecDeque::from([waiter]);
+        let mut back: Option<(&'g [u8], &'g K)> = None;
+        'search: while let Some(x) = queue.pop_front() {
+            for (k, y) in mine(x) {
+                if y == waiter {
+                    back = Some((x, k));
+                    break 'search;
+                }
+                if y != waiter && !from.contains_key(y) {
+                    from.insert(y, (x, k));
+                    queue.push_back(y);
+                }
+            }
         }
+        let walk_back = |mut at: &'g [u8], tail: Vec<Node<K>>| {
+            let mut rev = tail;
+            while at != waiter {
+                rev.push(Node::Holder(at.to_vec()));
+                let Some((prev, k)) = from.get(at) else { break };
+                rev.push(Node::Key((*k).clone()));
+                at = prev;
+            }
+            rev.push(Node::Holder(waiter.to_vec()));
+            rev.reverse();
+            rev
+        };
+        if let Some((last, k)) = back {
+            return walk_back(
+                last,
+                vec![Node::Holder(waiter.to_vec()), Node::Key(k.clone())],
+            );
+        }
+        // No way back: walk on until a holder repeats.
+        let mut path = vec![Node::Holder(waiter.to_vec())];
+        let mut seen: Set<&'g [u8]> = [waiter].into_iter().collect();
+        let mut at = waiter;
+        while let Some((k, y)) = mine(at).into_iter().next() {
+            path.push(Node::Key(k.clone()));
+            path.push(Node::Holder(y.to_vec()));
+            if !seen.insert(y) {
+                break;
+            }
+            at = y;
+        }
+        path
     }
 }

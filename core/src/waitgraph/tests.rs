@@ -190,3 +190,39 @@ fn edges_come_holder_by_holder_soonest_first_within_the_count() {
     assert_eq!(two.len(), 2);
     assert!(asked.get() <= 4, "asked {} times", asked.get());
 }
+
+/// The orders the least fixed point missed: t1 holds lock A, t2 and t3
+/// fill semaphore S; t2 waits for A, t1 for S (not yet a deadlock: t3 is
+/// free), then t3 waits for A. All three wait only on one another.
+#[test]
+fn a_full_semaphore_whose_holders_all_wait_is_a_deadlock_in_any_order() {
+    let held = |_: &[u8], k: &&str| match *k {
+        "A" => Held::all(vec![h("t1")]),
+        "S" => Held::any(vec![h("t2"), h("t3")]),
+        _ => Held::free(),
+    };
+    let edges = [("t2", "A"), ("t1", "S"), ("t3", "A")];
+    for order in [
+        [0, 1, 2],
+        [2, 1, 0],
+        [1, 0, 2],
+        [0, 2, 1],
+        [1, 2, 0],
+        [2, 0, 1],
+    ] {
+        let mut g = WaitGraph::default();
+        for (n, &i) in order.iter().enumerate() {
+            let (x, k) = edges[i];
+            let found = fc(x.as_bytes(), &k, |y| g.waits_for(y, 0), held);
+            if n < 2 {
+                assert!(found.is_none(), "{order:?}: one holder of S is still free");
+                g.add_blocked(x.as_bytes(), k, n as u64, None);
+            } else {
+                let cycle = found.unwrap_or_else(|| panic!("{order:?}: missed"));
+                let text = names(&cycle);
+                assert_eq!(text.first(), Some(&x.to_string()));
+                assert_eq!(text.last(), Some(&x.to_string()), "{text:?}");
+            }
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
-use crate::core::keep::{kept_deadline, Bindings};
+use crate::core::keep::{kept_deadline, Bindings, OnKey};
 use crate::glue::blocking;
 
 /// Sets one holder's lease on a key to `ttl` from `now` (far away while
@@ -20,6 +20,16 @@ pub struct Lease {
     pub db: i32,
     pub key: Box<[u8]>,
     pub holder: Box<[u8]>,
+}
+
+/// A key as bindings name it: (database, name).
+pub type KeyAt = (i32, Box<[u8]>);
+
+impl OnKey for Lease {
+    type Key = KeyAt;
+    fn on_key(&self) -> KeyAt {
+        (self.db, self.key.clone())
+    }
 }
 
 impl Lease {

@@ -13,7 +13,7 @@ mod bound;
 mod renew;
 mod thaw;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 
 use redis_module::{Context, ContextFlags, RedisString};
@@ -23,12 +23,13 @@ use super::key::Key;
 use super::server::now_ms;
 use crate::core::error::Error;
 use crate::core::keep::kept_ttl;
-use bound::{How, Lease, BOUND};
+use bound::{How, KeyAt, Lease, BOUND};
 
 pub use bound::{any_bound, held_at, Renew};
 pub use thaw::Thaw;
 
 pub fn init(ctx: &Context, thaw: Thaw) {
+    super::pending::on_gone(removed);
     renew::init(ctx);
     thaw::init(ctx, thaw);
 }
@@ -68,12 +69,16 @@ pub fn bind(
     renew: Renew,
     fence: Option<u64>,
 ) {
+    settle();
     let lease = Lease::of(ctx, name, holder);
     let before = BOUND.with(|b| {
         b.borrow_mut()
             .bind(lease, client, ttl_ms, How { renew, fence })
     });
-    if before.map(|b| b.ttl_ms) != Some(ttl_ms) {
+    // Bound before to this very hold with this ttl: the command wrote it
+    // far away already. A binding of another hold (another fence) never
+    // counts: this one is written now.
+    if before.map(|b| (b.ttl_ms, b.payload.fence)) != Some((ttl_ms, fence)) {
         // An error: the hold is gone again; nothing to write.
         if renew(ctx, name, holder, ttl_ms, fence, now_ms()).is_ok() {
             super::info::bump(&super::info::KEEP_RENEWALS);
@@ -111,7 +116,115 @@ pub fn unbind(ctx: &Context, name: &RedisString, holder: &[u8]) {
 }
 
 pub fn is_bound(ctx: &Context, name: &RedisString, holder: &[u8]) -> bool {
+    settle();
     bound::lease_if_any(ctx, name, holder).is_some_and(|l| BOUND.with(|b| b.borrow().is_bound(&l)))
+}
+
+thread_local! {
+    /// Keys that went while the bindings were busy (a removal noted from
+    /// inside a callback): their bindings end before the next look.
+    static GONE: RefCell<Vec<Gone>> = const { RefCell::new(Vec::new()) };
+}
+
+enum Gone {
+    Key(KeyAt),
+    Dbs(Option<i32>, Option<i32>),
+}
+
+/// Ends the bindings of keys noted as gone while the bindings were busy.
+fn settle() {
+    if GONE.with(|g| g.borrow().is_empty()) {
+        return;
+    }
+    let gone = GONE.with(|g| std::mem::take(&mut *g.borrow_mut()));
+    BOUND.with(|b| {
+        let mut b = b.borrow_mut();
+        for g in gone {
+            match g {
+                Gone::Key(k) => {
+                    b.drop_key(&k);
+                }
+                Gone::Dbs(x, y) => {
+                    b.drop_keys(|(db, _)| db_matches(*db, x, y));
+                }
+            }
+        }
+    });
+}
+
+/// `x`/`y` name databases; None in `x` names every one.
+fn db_matches(db: i32, x: Option<i32>, y: Option<i32>) -> bool {
+    x.is_none() || x == Some(db) || y == Some(db)
+}
+
+fn end(g: Gone) {
+    if !any_bound() {
+        return;
+    }
+    let done = BOUND.with(|b| {
+        let Ok(mut b) = b.try_borrow_mut() else {
+            return false;
+        };
+        match &g {
+            Gone::Key(k) => {
+                b.drop_key(k);
+            }
+            Gone::Dbs(x, y) => {
+                b.drop_keys(|(db, _)| db_matches(*db, *x, *y));
+            }
+        }
+        true
+    });
+    if !done {
+        GONE.with(|q| q.borrow_mut().push(g));
+    }
+}
+
+/// The key `name` of database `db` went (deleted, overwritten, expired,
+/// evicted, renamed or moved away, trimmed): the bindings of its holds
+/// end, and nothing is written for them (the holds are gone with it).
+/// Called from the types' unlink callback, so it only touches memory.
+pub fn removed(db: i32, name: &[u8]) {
+    if any_bound() {
+        end(Gone::Key((db, name.into())));
+    }
+}
+
+/// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (None): every binding of those
+/// keys ends.
+pub fn flushed(db: Option<i32>) {
+    end(Gone::Dbs(db, None));
+}
+
+/// `SWAPDB a b`: the keys of both databases moved away from their
+/// bindings, which end; what is held far away is thawed where it is now.
+pub fn swapped(a: i32, b: i32) {
+    end(Gone::Dbs(Some(a), Some(b)));
+    thaw_all();
+}
+
+/// A client set the key's expiry by hand (`PEXPIRE`, `EXPIREAT`,
+/// `PERSIST`, ...) on this master: that expiry is the client's. The
+/// bindings on the key end; each holder's own lease gets its ttl from now
+/// (for locks the lease is the key's expiry, which stays as the client
+/// set it), at the next `KEEP` timer.
+pub fn expiry_set(ctx: &Context, name: &[u8]) {
+    if !any_bound() {
+        return;
+    }
+    let key: KeyAt = (super::blocking::selected_db(ctx), name.into());
+    let leases = BOUND.with(|b| b.try_borrow().map(|b| b.on(&key)).unwrap_or_default());
+    if leases.is_empty() {
+        return;
+    }
+    let ended: Vec<_> = BOUND.with(|b| {
+        let mut b = b.borrow_mut();
+        leases
+            .into_iter()
+            .filter_map(|l| b.unbind(&l).map(|x| (l, x.ttl_ms, x.payload)))
+            .collect()
+    });
+    renew::ended_by_client(ended);
 }
 
 /// Bound leases (for `INFO`); -1 while busy.

@@ -15,6 +15,7 @@ use super::bound::{How, Lease, BOUND};
 use crate::glue::blocking;
 use crate::glue::config;
 use crate::glue::info::{self, bump};
+use crate::glue::key::Key;
 use crate::glue::server::now_ms;
 
 /// How often the timer looks for silent connections while leases are
@@ -22,8 +23,14 @@ use crate::glue::server::now_ms;
 const IDLE_CHECK_MS: i64 = 250;
 
 /// A lease whose binding ended: it runs out one ttl from when that is
-/// handled.
-type Ended = (Rc<Lease>, i64, How);
+/// handled. `client_expiry`: a client set the key's expiry by hand, which
+/// the key keeps.
+struct Ended {
+    lease: Rc<Lease>,
+    ttl: i64,
+    how: How,
+    client_expiry: bool,
+}
 
 thread_local! {
     static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
@@ -69,7 +76,12 @@ fn end_clients(clients: impl IntoIterator<Item = u64>) -> usize {
         clients
             .into_iter()
             .flat_map(|id| b.drop_client(id))
-            .map(|(lease, x)| (lease, x.ttl_ms, x.payload))
+            .map(|(lease, x)| Ended {
+                lease,
+                ttl: x.ttl_ms,
+                how: x.payload,
+                client_expiry: false,
+            })
             .collect()
     });
     let n = ended.len();
@@ -77,7 +89,23 @@ fn end_clients(clients: impl IntoIterator<Item = u64>) -> usize {
     n
 }
 
+/// Bindings a client's own `PEXPIRE`/`PERSIST` ended (see
+/// `keep::expiry_set`): handled at the next timer.
+pub fn ended_by_client(ended: Vec<(Rc<Lease>, i64, How)>) {
+    ENDED.with(|e| {
+        e.borrow_mut()
+            .extend(ended.into_iter().map(|(lease, ttl, how)| Ended {
+                lease,
+                ttl,
+                how,
+                client_expiry: true,
+            }))
+    });
+    arm(now_ms());
+}
+
 fn end_bindings(ctx: &Context) {
+    super::settle();
     let now = now_ms();
     if let Ok(closed) = CLOSED.with(|c| c.try_borrow_mut().map(|mut c| std::mem::take(&mut *c))) {
         end_clients(closed);
@@ -97,12 +125,17 @@ fn end_bindings(ctx: &Context) {
         info::KEEP_LOST.fetch_add(lost as u64, Ordering::Relaxed);
     }
     let ended = ENDED.with(|e| std::mem::take(&mut *e.borrow_mut()));
-    for (lease, ttl, how) in ended {
+    for e in ended {
         // A full ttl from now, written with its real deadline (an error:
         // the hold is gone already).
-        let done = blocking::in_db(ctx, lease.db, || {
-            let name = RedisString::create_from_slice(ctx.ctx, &lease.key);
-            (how.renew)(ctx, &name, &lease.holder, ttl, how.fence, now)
+        let done = blocking::in_db(ctx, e.lease.db, || {
+            let name = RedisString::create_from_slice(ctx.ctx, &e.lease.key);
+            let before = e.client_expiry.then(|| Key::read(ctx, &name).expire_at());
+            let done = (e.how.renew)(ctx, &name, &e.lease.holder, e.ttl, e.how.fence, now);
+            if let (Some(at), true) = (before, done.is_ok()) {
+                keep_expiry(ctx, &name, at);
+            }
+            done
         });
         if done.is_ok() {
             bump(&info::KEEP_RENEWALS);
@@ -110,6 +143,24 @@ fn end_bindings(ctx: &Context) {
     }
     if BOUND.with(|b| !b.borrow().is_empty()) {
         arm(now + IDLE_CHECK_MS);
+    }
+}
+
+/// Sets the key's expiry back to what a client set (`at`; None: none),
+/// here and on replicas and in the AOF.
+fn keep_expiry(ctx: &Context, name: &RedisString, at: Option<i64>) {
+    let mut key = Key::write(ctx, name);
+    if key.expire_at() == at {
+        return;
+    }
+    key.set_expire_at(at.unwrap_or(-1));
+    drop(key);
+    match at {
+        Some(t) => {
+            let t = RedisString::create_from_slice(ctx.ctx, t.to_string().as_bytes());
+            ctx.replicate("PEXPIREAT", &[name, &t][..]);
+        }
+        None => ctx.replicate("PERSIST", &[name][..]),
     }
 }
 

@@ -139,7 +139,10 @@ unsafe extern "C" fn visit(
         }
         let mt = rm!(RedisModule_ModuleTypeGetType)(key);
         let value = rm!(RedisModule_ModuleTypeGetValue)(key);
-        if types::stored(mt, value).is_none() || rm!(RedisModule_GetAbsExpire)(key) < KEPT_BASE {
+        let Some(stored) = types::stored(mt, value) else {
+            return;
+        };
+        if rm!(RedisModule_GetAbsExpire)(key) < KEPT_BASE && !stored.holds_kept() {
             return;
         }
         let mut len = 0;

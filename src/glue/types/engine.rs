@@ -23,6 +23,12 @@ pub trait Stored {
     }
     /// When it may next free itself, given the key's own expiry.
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
+    /// Whether a holder's own lease is held far away (`KEEP`) while the
+    /// key's expiry may say otherwise (a client's `PERSIST`): only kinds
+    /// with a lease per holder can.
+    fn holds_kept(&self) -> bool {
+        false
+    }
     /// Its holds' starts and lease ends (0: the key's own expiry), for the
     /// hold percentiles when the key expires.
     fn spans(&self) -> Vec<(Since, i64)>;

@@ -8,10 +8,12 @@ mod engine;
 mod lock;
 mod rwlock;
 mod sem;
+mod unlinked;
 
 pub use engine::Stored;
+use unlinked::unlink2;
+pub use unlinked::{deleting_on_purpose, take_unlinked};
 
-use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
 use std::sync::atomic::{AtomicI64, AtomicU64};
@@ -32,8 +34,6 @@ const ENCODING_VERSION: i32 = 1;
 /// The type-methods layout of Redis 7.0 (copy, unlink, mem_usage2...): the
 /// oldest server padlock supports reads exactly the fields set here.
 const TYPE_METHOD_VERSION: u64 = 4;
-
-// ---- unlink tracking ------------------------------------------------------
 
 /// One kind's counters for `INFO padlock`.
 pub struct Counters {
@@ -134,74 +134,6 @@ macro_rules! with_kinds {
     };
 }
 pub(crate) use with_kinds;
-
-thread_local! {
-    static ON_PURPOSE: Cell<bool> = const { Cell::new(false) };
-    /// The last padlock key removed by someone else (DEL, expiry,
-    /// eviction): the expired/evicted event handler matches it to count
-    /// and announce it under its kind.
-    static LAST_UNLINKED: RefCell<Option<Unlinked>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` (a delete padlock itself does) without it counting as a removal
-/// by another hand.
-pub fn deleting_on_purpose(f: impl FnOnce()) {
-    ON_PURPOSE.with(|p| p.set(true));
-    f();
-    ON_PURPOSE.with(|p| p.set(false));
-}
-
-/// A padlock key removed by another hand, as its `expired` / `evicted`
-/// event finds it.
-pub struct Unlinked {
-    name: Vec<u8>,
-    pub kind: &'static KindInfo,
-    /// Its holds' (start, end) as `Stored::spans` gives them.
-    pub spans: Vec<(Since, i64)>,
-}
-
-/// Takes the key last removed by another hand, when it is `key`: the
-/// `expired` / `evicted` event then counts it under its kind and sends the
-/// kind's own event.
-pub fn take_unlinked(key: &[u8]) -> Option<Unlinked> {
-    LAST_UNLINKED.with(|l| {
-        let mut l = l.borrow_mut();
-        match l.take() {
-            Some(u) if u.name == key => Some(u),
-            other => {
-                *l = other;
-                None
-            }
-        }
-    })
-}
-
-/// What every type's `unlink` callback does.
-fn unlinked<T: Value>(key: *mut raw::RedisModuleString, value: *const c_void) {
-    super::guard::call((), || {
-        if ON_PURPOSE.with(|p| p.get()) {
-            return;
-        }
-        let name = redis_module::RedisString::string_as_slice(key).to_vec();
-        super::pending::note_removed(&name);
-        // SAFETY: Redis passes the value of a key of T's type (a Box<T>).
-        let spans = unsafe { (value as *const T).as_ref() }.map_or_else(Vec::new, |v| v.spans());
-        LAST_UNLINKED.with(|l| {
-            if let Ok(mut l) = l.try_borrow_mut() {
-                *l = Some(Unlinked {
-                    name,
-                    kind: T::INFO,
-                    spans,
-                });
-            }
-        });
-    })
-}
-
-/// Every type's `unlink` callback.
-pub(super) extern "C" fn unlink<T: Value>(key: *mut raw::RedisModuleString, value: *const c_void) {
-    unlinked::<T>(key, value);
-}
 
 // ---- fence counter in the RDB ---------------------------------------------
 

@@ -26,12 +26,12 @@ pub static RWLOCK_TYPE: RedisType = RedisType::new(
         aux_save: None,
         aux_save_triggers: 0,
         free_effort: None,
-        unlink: Some(unlink::<RwLock>),
+        unlink: None,
         copy: Some(copy_value::<RwLock>),
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
-        unlink2: None,
+        unlink2: Some(unlink2::<RwLock>),
         copy2: None,
         aux_save2: None,
     },
@@ -145,6 +145,11 @@ impl Value for RwLock {
 }
 
 impl Stored for RwLock {
+    fn holds_kept(&self) -> bool {
+        self.latest_deadline()
+            .is_some_and(|d| d >= crate::core::keep::KEPT_BASE)
+    }
+
     fn held(&self, now_ms: i64) -> Held {
         Held::all(self.live(now_ms).map(|(h, _)| h.to_vec()).collect())
     }

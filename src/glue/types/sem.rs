@@ -25,12 +25,12 @@ pub static SEM_TYPE: RedisType = RedisType::new(
         aux_save: None,
         aux_save_triggers: 0,
         free_effort: None,
-        unlink: Some(unlink::<Semaphore>),
+        unlink: None,
         copy: Some(copy_value::<Semaphore>),
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
-        unlink2: None,
+        unlink2: Some(unlink2::<Semaphore>),
         copy2: None,
         aux_save2: None,
     },
@@ -133,6 +133,11 @@ impl Value for Semaphore {
 }
 
 impl Stored for Semaphore {
+    fn holds_kept(&self) -> bool {
+        self.latest_deadline()
+            .is_some_and(|d| d >= crate::core::keep::KEPT_BASE)
+    }
+
     fn held(&self, now_ms: i64) -> Held {
         Held::any(self.live(now_ms).map(|(h, _)| h.to_vec()).collect())
     }

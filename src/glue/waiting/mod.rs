@@ -38,7 +38,6 @@ pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Try, Want};
 
 pub fn init(ctx: &Context) {
     timer::init(ctx, fire);
-    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush_event);
 }
 
 pub fn has_waiters(ctx: &Context, name: &RedisString) -> bool {
@@ -170,20 +169,10 @@ pub fn expiry_changed(name: &[u8]) {
     timer::note_removed(name)
 }
 
-unsafe extern "C" fn on_flush_event(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    // FLUSHDB / FLUSHALL free every lock without per-key callbacks: its
-    // waiters are served at the next timer, and the waits declared on its
-    // keys end now.
-    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
-        return;
-    }
-    // SAFETY: for this event Redis passes a live RedisModuleFlushInfo.
-    let db = unsafe { (data as *const raw::RedisModuleFlushInfo).as_ref() }.map_or(-1, |f| f.dbnum);
+/// `FLUSHDB` (`db`) or `FLUSHALL` (-1) freed every lock without per-key
+/// callbacks: its waiters are served at the next timer, and the waits
+/// declared on its keys end now.
+pub fn flushed(db: i32) {
     clients::guarded(|| {
         requests::flushed((db != -1).then_some(db));
         if !state::no_edges() {
