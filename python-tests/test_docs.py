@@ -1,7 +1,7 @@
 """SPEC: Observability — COMMAND DOCS describes every command (summary,
 since, complexity, arguments with their tokens). The test walks every
 command of the module, writes its documented arguments back as a syntax
-line and checks it against the SPEC's line for that command."""
+line and checks it against the command reference's line for it."""
 
 import pathlib
 import re
@@ -9,8 +9,8 @@ import re
 import pytest
 import redis
 
-# The SPEC's headings (`### CMD args`), as the contract writes them. The
-# internal effect commands are not in the SPEC; their lines are the
+# The command reference's headings (`### CMD args`, docs/commands.md).
+# The internal effect commands are not in it; their lines are the
 # README's.
 SYNTAX = {
     "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
@@ -38,7 +38,7 @@ SYNTAX = {
     "padlock.requestid": "key holder request-id at-ms print I|A reply [reply ...]",
 }
 
-SPEC = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "SPEC.md"
+COMMANDS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands.md"
 
 
 import reference  # noqa: E402  (scripts/: one renderer and one raw reply for docs and tests)
@@ -78,20 +78,15 @@ def test_every_command_is_documented_as_the_spec_writes_it(r):
         assert render(docs.get("arguments", [])) == line, name
 
 
-def test_syntax_lines_match_the_spec_file():
-    if not SPEC.exists():
-        pytest.skip("../shared/SPEC.md is not beside this checkout")
-    spec = SPEC.read_text()
-    headings = dict(re.findall(r"^### ([A-Z]+\.[A-Z]+) ?(.*)$", spec, re.M))
-    # The KEEP section adds `[KEEP]` to these; their own headings predate it.
-    keep = spec[spec.index("## Keep-alive leases"):spec.index("## Deadlock detection")]
+def test_syntax_lines_match_the_command_reference():
+    """The repository's own contract is docs/commands.md: each command's
+    heading there is the line COMMAND DOCS gives back."""
+    doc = COMMANDS.read_text()
+    headings = dict(re.findall(r"^### ([A-Z]+\.[A-Z]+) ?(.*)$", doc, re.M))
     for name, line in SYNTAX.items():
         if name.startswith("padlock."):
             continue
-        want = headings[name.upper()]
-        if f"`{name.upper()}`" in keep and "[KEEP]" not in want:
-            want += " [KEEP]"
-        assert want == line, name
+        assert headings.get(name.upper()) == line, name
 
 
 def test_arity_and_key_specs(r):

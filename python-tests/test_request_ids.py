@@ -392,3 +392,28 @@ def test_ids_loaded_from_the_rdb_are_pruned_too(make_server):
     assert r.info("padlock")["padlock_request_ids"] == 1
     # No request arrives: the load itself set the prune timer going.
     assert wait_for(lambda: r.info("padlock")["padlock_request_ids"] == 0, timeout=5)
+
+
+def test_ids_of_keys_whose_lease_ran_out_are_bounded_too(r):
+    """Keys freed by their own expiry (or DEL, eviction), not by a
+    release, count against max-remembered-ids like freed ones; INFO
+    padlock shows how many such ids are kept."""
+    r.config_set("padlock.max-remembered-ids", 100)
+    p = r.pipeline(transaction=False)
+    for i in range(2000):
+        p.execute_command("LOCK.ACQUIRE", f"gone:{i}", "h", 1, "ID", f"a{i}")
+    p.execute()
+    time.sleep(0.05)
+    p = r.pipeline(transaction=False)
+    for i in range(2000):
+        p.exists(f"gone:{i}")  # expires each key now
+    assert sum(p.execute()) == 0
+    info = r.info("padlock")
+    assert info["padlock_request_ids_freed"] == 2000, "counted as freed"
+    p = r.pipeline(transaction=False)
+    for i in range(600):
+        p.execute_command("LOCK.ACQUIRE", f"held:{i}", "h", 60000, "ID", f"b{i}")
+    p.execute()
+    info = r.info("padlock")
+    assert info["padlock_request_ids_freed"] <= 100
+    assert info["padlock_request_ids"] <= 100 + 600

@@ -79,3 +79,23 @@ def test_top_orders_keys_by_waiters_and_respects_acl(server, r):
     r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
     wait_blocked(r, 0)
     assert r.execute_command("LOCK.TOP") == [], "nobody waits any more"
+
+
+def test_top_and_graph_say_each_keys_database(server):
+    """Keys of every database are listed, each with its database."""
+    from conftest import wait_blocked
+    r3 = server.client(db=3)
+    r3.execute_command("LOCK.ACQUIRE", "same", "a", 10000)
+    server.client().execute_command("LOCK.ACQUIRE", "same", "a", 10000)
+    w3 = server.client(db=3, socket_timeout=10)
+    import threading
+    threading.Thread(target=lambda: w3.execute_command("LOCK.ACQUIRE", "same", "b", 10000, "BLOCK", 3000),
+                     daemon=True).start()
+    threading.Thread(target=lambda: server.client().execute_command(
+        "LOCK.ACQUIRE", "same", "c", 10000, "BLOCK", 3000), daemon=True).start()
+    r = server.client()
+    wait_blocked(r, 2)
+    top = sorted((row[0], row[5]) for row in r.execute_command("LOCK.TOP"))
+    assert top == [(b"same", 0), (b"same", 3)]
+    edges = sorted((e[0], e[4]) for e in r.execute_command("LOCK.GRAPH"))
+    assert edges == [(b"b", 3), (b"c", 0)]

@@ -418,10 +418,12 @@ def main():
     hot_rows = hotkey.rows([1000, 5000, 10000])
     print("==> declared waits and KEEP at scale", flush=True)
     import scale
-    at_scale = {"hot": hot_rows, "waitfor": scale.waitfor_rows(), "keep": scale.keep_rows()}
+    at_scale = {"hot": hot_rows, "waitfor": scale.waitfor_rows(), "keep": scale.keep_rows(),
+                "idle": scale.idle_rows()}
     save(pc, cont, at_scale)
     hot = (hotkey.formatted(hot_rows) + "\n\n" + scale.waitfor_formatted(at_scale["waitfor"])
-           + "\n\n" + scale.keep_formatted(at_scale["keep"]))
+           + "\n\n" + scale.keep_formatted(at_scale["keep"])
+           + "\n\n" + scale.idle_formatted(at_scale["idle"]))
 
     print("==> the Java client against Redisson", flush=True)
     java = java_vs_redisson()

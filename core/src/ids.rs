@@ -299,6 +299,39 @@ impl Memory {
         }
     }
 
+    /// The key went by another hand than a request of its own (its lease
+    /// ran out, a `DEL`, an eviction): its groups count among the freed,
+    /// each from its latest request, so `max-remembered-ids` bounds them
+    /// as it bounds those a release freed.
+    pub fn key_gone(&mut self, db: i32, key: &[u8]) {
+        let Some((name, holders)) = self.groups.get(&db).and_then(|k| k.get_key_value(key)) else {
+            return;
+        };
+        let name = Rc::clone(name);
+        let open: Vec<(Rc<[u8]>, i64)> = holders
+            .iter()
+            .filter(|(_, g)| g.freed.is_none())
+            .map(|(h, g)| {
+                (
+                    Rc::clone(h),
+                    g.ids.iter().next_back().map_or(0, |r| r.at_ms),
+                )
+            })
+            .collect();
+        for (holder, at_ms) in open {
+            let at = Address {
+                db,
+                key: Rc::clone(&name),
+                holder,
+            };
+            let slot = self.freed.insert(at_ms, at.clone()).0;
+            if let Some(g) = self.group_mut(&at) {
+                g.freed = Some(slot);
+                self.freed_ids += g.ids.len();
+            }
+        }
+    }
+
     /// Forgets every group of database `db` (`FLUSHDB`), or of all.
     pub fn forget_db(&mut self, db: Option<i32>) {
         let gone: Vec<Address> = self

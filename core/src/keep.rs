@@ -7,6 +7,8 @@
 //! closes drops its bindings through its own index, and nothing scans all
 //! leases.
 
+pub mod idle;
+
 use super::hash::{Map, Set};
 use std::hash::Hash;
 use std::rc::Rc;
@@ -193,6 +195,11 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
     pub fn binding(&self, lease: &K) -> Option<&Binding<P>> {
         let id = self.by_lease.get(lease)?;
         self.by_id.get(id).map(|(_, b)| b)
+    }
+
+    /// Whether `client` holds any binding.
+    pub fn has_client(&self, client: u64) -> bool {
+        self.by_client.contains_key(&client)
     }
 
     /// The connections that hold bindings.

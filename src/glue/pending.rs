@@ -30,20 +30,27 @@ thread_local! {
     static TIMER: blocking::OneShot = const { blocking::OneShot::new() };
     /// Whether any client waits (kept by the engine).
     static WATCHING: Cell<bool> = const { Cell::new(false) };
-    /// What `KEEP` does when a key goes (`keep::removed`), registered by
-    /// it: the types note removals here without knowing `KEEP`.
-    static ON_GONE: Cell<Option<Gone>> = const { Cell::new(None) };
+    /// What is done when a key goes (`keep::removed`,
+    /// `requests::key_gone`), registered by them: the types note removals
+    /// here without knowing either.
+    static ON_GONE: Cell<[Option<Gone>; 2]> = const { Cell::new([None; 2]) };
 }
 
-/// `KEEP`'s hook for a key that went (from OnLoad).
+/// A hook for a key that went (from OnLoad): `KEEP`'s and the request
+/// memory's.
 pub fn on_gone(f: Gone) {
-    ON_GONE.set(Some(f));
+    let mut hooks = ON_GONE.get();
+    if let Some(slot) = hooks.iter_mut().find(|h| h.is_none()) {
+        *slot = Some(f);
+    }
+    ON_GONE.set(hooks);
 }
 
 /// The key `name` of database `db` went, by any hand (padlock's own
-/// delete too): what was bound to its holds ends.
+/// delete too): what was bound to its holds ends, and its request-ids
+/// count among those of freed keys.
 pub fn gone(db: i32, name: &[u8]) {
-    if let Some(f) = ON_GONE.get() {
+    for f in ON_GONE.get().into_iter().flatten() {
         f(db, name);
     }
 }

@@ -46,7 +46,7 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
             out.push((format!("{}{name}", k.prefix), c(k.counters.get(*field))));
         }
     }
-    let rest: [(&str, i64); 12] = [
+    let rest: [(&str, i64); 13] = [
         ("keep_renewals", c(&KEEP_RENEWALS)),
         ("keep_lost", c(&KEEP_LOST)),
         ("deadlocks", c(&DEADLOCKS)),
@@ -73,6 +73,14 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
             },
         ),
         ("requests_replayed", c(&super::requests::REPLAYED)),
+        (
+            "request_ids_freed",
+            if for_crash_report {
+                -1
+            } else {
+                super::requests::remembered_freed()
+            },
+        ),
     ];
     out.extend(rest.into_iter().map(|(n, v)| (n.to_string(), v)));
     let grace = super::grace::fields(super::server::now_ms());

@@ -248,16 +248,19 @@ export interface Edge {
   holders: string[];
   /** ms left; -1 waits forever */
   ttlMs: number;
+  /** the key's database */
+  db: number;
 }
 
 /** `LOCK.GRAPH` as data. */
 export async function graph(client: Client): Promise<Edge[]> {
   const raw = (await once(client, ["LOCK.GRAPH"])) as unknown[][];
-  return raw.map(([w, k, hs, t]) => ({
+  return raw.map(([w, k, hs, t, db]) => ({
     waiter: String(w),
     key: String(k),
     holders: (hs as unknown[]).map(String),
     ttlMs: Number(t),
+    db: Number(db ?? 0),
   }));
 }
 
@@ -268,6 +271,8 @@ export interface Hot {
   waiters: number;
   oldestWaitMs: number;
   holders: number;
+  /** the key's database */
+  db: number;
 }
 
 /**
@@ -276,12 +281,13 @@ export interface Hot {
  */
 export async function top(client: Client, count = 10): Promise<Hot[]> {
   const raw = (await once(client, ["LOCK.TOP", "COUNT", count])) as unknown[][];
-  return raw.map(([k, kind, w, o, h]) => ({
+  return raw.map(([k, kind, w, o, h, db]) => ({
     key: String(k),
     kind: String(kind) as Hot["kind"],
     waiters: Number(w),
     oldestWaitMs: Number(o),
     holders: Number(h),
+    db: Number(db ?? 0),
   }));
 }
 

@@ -272,3 +272,27 @@ fn spots_find_id_and_block_among_options() {
     let args: Vec<&[u8]> = vec![b"k", b"ID", b"10"];
     assert_eq!(spots(&args, 3), Ok(Spots::default()));
 }
+
+#[test]
+fn a_key_that_went_by_itself_counts_among_the_freed() {
+    let mut m = Memory::default();
+    m.remember(at("k", "a"), r("1", 1, 1, 10), B);
+    m.remember(at("k", "b"), r("2", 1, 3, 20), B);
+    m.remember(at("j", "a"), r("3", 1, 1, 5), B);
+    assert_eq!(m.freed_len(), 0, "all held");
+    m.key_gone(0, b"k");
+    assert_eq!(m.freed_len(), 2);
+    assert_eq!(
+        m.oldest_freed(),
+        Some(&at("k", "a")),
+        "oldest latest request first"
+    );
+    m.key_gone(0, b"k");
+    assert_eq!(m.freed_len(), 2, "counted once");
+    m.key_gone(1, b"j");
+    assert_eq!(m.freed_len(), 2, "another database's key");
+    m.remember(at("k", "a"), r("4", 1, 1, 30), B);
+    assert_eq!(m.freed_len(), 1, "taken again: held, not freed");
+    m.forget(&at("k", "b"));
+    assert_eq!((m.freed_len(), m.len()), (0, 3));
+}

@@ -84,7 +84,7 @@ pub fn bind(
             super::info::bump(&super::info::KEEP_RENEWALS);
         }
     }
-    renew::bound_one();
+    renew::bound_one(client);
 }
 
 /// Binds the lease the holder has now (after a reentry or an extend), if

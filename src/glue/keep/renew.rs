@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use redis_module::{raw, Context, RedisString};
 
 use super::bound::{How, Lease, BOUND};
+use crate::core::keep::idle::IdleSchedule;
 use crate::glue::blocking;
 use crate::glue::config;
 use crate::glue::info::{self, bump};
@@ -39,6 +40,8 @@ thread_local! {
     /// Ended bindings whose real deadline is still to be written (writes
     /// may be paused when they end).
     static ENDED: RefCell<Vec<Ended>> = const { RefCell::new(Vec::new()) };
+    /// When each bound connection is next looked at for `keep-max-idle-ms`.
+    static IDLE: RefCell<IdleSchedule> = RefCell::new(IdleSchedule::default());
 }
 
 pub fn init(ctx: &Context) {
@@ -50,14 +53,19 @@ pub fn arm(at: i64) {
     TIMER.with(|t| t.arm(at));
 }
 
-/// A lease was bound: the idle check runs while any is.
-pub fn bound_one() {
-    arm(now_ms() + IDLE_CHECK_MS);
+/// A lease was bound to `client`: the idle check runs while any is, and
+/// looks at that connection when it may first have gone silent.
+pub fn bound_one(client: u64) {
+    let now = now_ms();
+    let max_idle = config::KEEP_MAX_IDLE_MS.load(Ordering::Relaxed);
+    IDLE.with(|s| s.borrow_mut().watch(client, now, max_idle));
+    arm(now + IDLE_CHECK_MS);
 }
 
 /// This server became a replica: nothing is kept or written any more.
 pub fn clear() {
     BOUND.with(|b| b.borrow_mut().clear());
+    IDLE.with(|s| *s.borrow_mut() = IdleSchedule::default());
     ENDED.with(|e| e.borrow_mut().clear());
 }
 
@@ -117,10 +125,25 @@ fn end_bindings(ctx: &Context) {
         return arm(now + blocking::PAUSED_POLL_MS);
     }
     let max_idle = config::KEEP_MAX_IDLE_MS.load(Ordering::Relaxed);
-    if max_idle > 0 {
-        let clients: Vec<u64> = BOUND.with(|b| b.borrow().clients().collect());
+    let due = IDLE.with(|s| {
+        let mut s = s.borrow_mut();
+        BOUND.with(|b| s.follow(max_idle, b.borrow().clients(), now));
+        s.take_due(now)
+    });
+    if !due.is_empty() {
         // A connection silent that long may be half-open (a network cut).
-        let silent = clients.into_iter().filter(|&c| idle_ms(ctx, c) >= max_idle);
+        let mut silent = vec![];
+        for c in due {
+            if !BOUND.with(|b| b.borrow().has_client(c)) {
+                continue;
+            }
+            let idle = idle_ms(ctx, c);
+            if idle >= max_idle {
+                silent.push(c);
+            } else {
+                IDLE.with(|s| s.borrow_mut().again(c, idle, now));
+            }
+        }
         let lost = end_clients(silent);
         info::KEEP_LOST.fetch_add(lost as u64, Ordering::Relaxed);
     }

@@ -276,6 +276,24 @@ pub fn flushed(db: Option<i32>) {
 
 pub fn init(ctx: &Context) {
     prune::init(ctx);
+    super::pending::on_gone(key_gone);
+}
+
+/// A key went by any hand (its lease ran out, `DEL`, eviction): its ids
+/// count against `max-remembered-ids` like those of a key a release
+/// freed (kept the same `id-memory-ms`, the oldest forgotten first once
+/// past the bound, one found held again kept).
+fn key_gone(db: i32, name: &[u8]) {
+    memory::try_with(|m| {
+        if !m.is_empty() {
+            m.key_gone(db, name);
+        }
+    });
+}
+
+/// For `INFO padlock`: ids remembered for keys no longer held.
+pub fn remembered_freed() -> i64 {
+    memory::try_with(|m| m.freed_len() as i64).unwrap_or(0)
 }
 
 /// For `INFO padlock`: ids remembered now.

@@ -299,7 +299,7 @@ pub fn waitfor(
     Ok(RedisValue::Integer(1))
 }
 
-/// `LOCK.GRAPH`: `[waiter, key, [holders...], ttl-ms-left]` per edge,
+/// `LOCK.GRAPH`: `[waiter, key, [holders...], ttl-ms-left, db]` per edge,
 /// at most `count`, and only edges whose key the caller may read. Replied
 /// straight from the values as each key is open (no reply tree, no copy
 /// of a holder): what is left per edge is Redis' key lookup and its reply
@@ -320,7 +320,7 @@ pub fn graph(ctx: &Context, count: usize) -> RedisValue {
     out.array(edges.len());
     let mut run: Option<(&KeyId, Held)> = None;
     for (i, (waiter, key, expires)) in edges.iter().enumerate() {
-        out.array(4);
+        out.array(5);
         out.bytes(waiter);
         out.bytes(&key.name);
         match &run {
@@ -342,6 +342,7 @@ pub fn graph(ctx: &Context, count: usize) -> RedisValue {
             }),
         }
         out.int(expires.map_or(-1, |t| (t - now).max(0)));
+        out.int(i64::from(key.db));
     }
     RedisValue::NoReply
 }
@@ -371,7 +372,7 @@ impl Out {
     }
 }
 
-/// `LOCK.TOP`: `[key, kind, waiters, oldest-wait-ms, holders]` for the
+/// `LOCK.TOP`: `[key, kind, waiters, oldest-wait-ms, holders, db]` for the
 /// `count` keys with the most waiters (longest wait first among equals),
 /// only keys the caller may read. O(K log K), K the keys with waiters.
 pub fn top(ctx: &Context, count: usize) -> RedisValue {
@@ -397,6 +398,7 @@ pub fn top(ctx: &Context, count: usize) -> RedisValue {
                     RedisValue::Integer(h.waiters as i64),
                     RedisValue::Integer((now - h.oldest_since).max(0)),
                     RedisValue::Integer(holders as i64),
+                    RedisValue::Integer(i64::from(h.key.db)),
                 ])
             })
             .collect(),

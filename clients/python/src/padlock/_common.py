@@ -81,35 +81,40 @@ def as_map(raw: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Edge:
-    """One edge of `LOCK.GRAPH`: `waiter` waits for `key`, held by
-    `holders`; `ttl_ms` left (-1: waits forever)."""
+    """One edge of `LOCK.GRAPH`: `waiter` waits for `key` (in database
+    `db`), held by `holders`; `ttl_ms` left (-1: waits forever)."""
 
     waiter: str
     key: str
     holders: tuple[str, ...]
     ttl_ms: int
+    db: int = 0
 
 
 def parse_graph(raw: Sequence[Any]) -> list[Edge]:
     return [
-        Edge(as_str(w), as_str(k), tuple(as_str(h) for h in hs), int(t))
-        for w, k, hs, t in raw
+        Edge(as_str(e[0]), as_str(e[1]), tuple(as_str(h) for h in e[2]), int(e[3]),
+             int(e[4]) if len(e) > 4 else 0)
+        for e in raw
     ]
 
 
 @dataclass(frozen=True)
 class Hot:
-    """One row of `LOCK.TOP`: a key with waiters right now."""
+    """One row of `LOCK.TOP`: a key (of database `db`) with waiters right
+    now."""
 
     key: str
     kind: str
     waiters: int
     oldest_wait_ms: int
     holders: int
+    db: int = 0
 
 
 def parse_top(raw: Sequence[Any]) -> list[Hot]:
-    return [Hot(as_str(k), as_str(kind), int(w), int(o), int(h)) for k, kind, w, o, h in raw]
+    return [Hot(as_str(r[0]), as_str(r[1]), int(r[2]), int(r[3]), int(r[4]),
+                int(r[5]) if len(r) > 5 else 0) for r in raw]
 
 
 def cycle_nodes(edges: Sequence[Edge]) -> set[str]:

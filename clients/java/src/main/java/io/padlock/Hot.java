@@ -8,5 +8,6 @@ package io.padlock;
  * @param waiters how many wait for it
  * @param oldestWaitMs how long the longest-waiting of them has waited
  * @param holders how many hold it
+ * @param db the key's database
  */
-public record Hot(String key, String kind, long waiters, long oldestWaitMs, long holders) {}
+public record Hot(String key, String kind, long waiters, long oldestWaitMs, long holders, long db) {}

@@ -110,7 +110,8 @@ public final class Padlock implements AutoCloseable {
         for (Object row : Replies.asList(reply)) {
             List<?> r = Replies.asList(row);
             out.add(new Hot(String.valueOf(r.get(0)), String.valueOf(r.get(1)),
-                    Replies.asLong(r.get(2)), Replies.asLong(r.get(3)), Replies.asLong(r.get(4))));
+                    Replies.asLong(r.get(2)), Replies.asLong(r.get(3)), Replies.asLong(r.get(4)),
+                    r.size() > 5 ? Replies.asLong(r.get(5)) : 0));
         }
         return out;
     }
