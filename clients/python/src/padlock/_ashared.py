@@ -5,6 +5,7 @@ connection (the keeper) that carries their commands and `KEEP` bindings."""
 from __future__ import annotations
 
 import asyncio
+import os
 import heapq
 import itertools
 import weakref
@@ -159,6 +160,16 @@ class Keeper:
 
 _KEEPERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[Any, dict[str, Keeper]]]" = (
     weakref.WeakKeyDictionary())
+
+
+def _after_fork_in_child() -> None:
+    """A forked child keeps none of its parent's loops' keepers or
+    watchers (it runs loops of its own)."""
+    _KEEPERS.clear()
+    _SCHEDULERS.clear()
+
+
+os.register_at_fork(after_in_child=lambda: _after_fork_in_child())
 
 
 def keeper(owner: Any, node: str, make: Callable[[], Awaitable[Any]]) -> Keeper:

@@ -8,24 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import weakref
 from typing import Any, Optional
 
 from ._common import new_holder
 
-_SCOPE: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("padlock_holder", default=None)
+_SCOPE: contextvars.ContextVar[Optional["holder_scope"]] = contextvars.ContextVar("padlock_holder", default=None)
 _THREAD = threading.local()
 _TASKS: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = weakref.WeakKeyDictionary()
+#: A drawn scope's holder in a forked child: drawn again, once per process.
+_FORKED: dict[str, str] = {}
 
 
 def current_holder() -> str:
     """The holder of the running context: the innermost `holder_scope`'s,
     else the running asyncio task's, else the thread's (each drawn at
     random once)."""
-    scoped = _SCOPE.get()
-    if scoped is not None:
-        return scoped
+    scope = _SCOPE.get()
+    if scope is not None:
+        return scope.current()
     try:
         task = asyncio.current_task()
     except RuntimeError:
@@ -50,11 +53,23 @@ class holder_scope:
 
     def __init__(self, holder: Optional[str] = None) -> None:
         self.holder = holder or new_holder()
-        self._tokens: list[contextvars.Token[Optional[str]]] = []
+        # A drawn holder is this process's: a forked child draws its own
+        # (a holder given by name is the caller's to share).
+        self._drawn = holder is None
+        self._pid = os.getpid()
+        self._tokens: list[contextvars.Token[Optional[holder_scope]]] = []
+
+    def current(self) -> str:
+        if not self._drawn or self._pid == os.getpid():
+            return self.holder
+        h = _FORKED.get(self.holder)
+        if h is None:
+            h = _FORKED[self.holder] = new_holder()
+        return h
 
     def __enter__(self) -> str:
-        self._tokens.append(_SCOPE.set(self.holder))
-        return self.holder
+        self._tokens.append(_SCOPE.set(self))
+        return self.current()
 
     def __exit__(self, *exc: object) -> None:
         _SCOPE.reset(self._tokens.pop())
@@ -80,6 +95,11 @@ class _Counts:
         with self._lock:
             self._n[(key, holder)] = self._n.get((key, holder), 0) + 1
 
+    def forget_all(self) -> None:
+        """After a fork: the parent's holds are the parent's."""
+        self._lock = threading.Lock()
+        self._n = {}
+
     def gave(self, key: str, holder: str, n: int = 1) -> int:
         """Counts `n` holds given back; the holds left."""
         with self._lock:
@@ -92,3 +112,16 @@ class _Counts:
 
 
 COUNTS = _Counts()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child shares no holder with its parent (nor the parent's
+    hold counts): every thread, task and drawn scope draws anew."""
+    global _THREAD
+    _THREAD = threading.local()
+    _TASKS.clear()
+    _FORKED.clear()
+    COUNTS.forget_all()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 import weakref
@@ -76,6 +77,19 @@ class Scheduler:
 
 
 SCHEDULER = Scheduler()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no watcher thread (threads do not survive a
+    fork) and must not speak on its parent's keeper connections: it
+    starts with none of either, and opens its own when it holds."""
+    global SCHEDULER, _KEEPERS_LOCK
+    SCHEDULER = Scheduler()
+    _KEEPERS_LOCK = threading.Lock()
+    _KEEPERS.clear()
+
+
+os.register_at_fork(after_in_child=lambda: _after_fork_in_child())
 
 
 class Keeper:
@@ -164,7 +178,7 @@ class Cancelled(Exception):
 
 
 def scheduler() -> Scheduler:
-    return SCHEDULER
+    return SCHEDULER  # read at each call: a forked child has its own
 
 
 def node(client: Any, key: str) -> Any:

@@ -37,6 +37,7 @@ with `LockLostError`.
 
 from __future__ import annotations
 
+import os
 import warnings
 import weakref
 from typing import Any, Callable, Optional, Sequence
@@ -91,6 +92,9 @@ class _Hold(Commands):
         # again at each fresh acquire.
         self._own_holder = holder
         self.holder = holder or current_holder()
+        # The process whose hold this object tracks: a forked child's copy
+        # of it holds nothing (see `_own_process`).
+        self._pid = os.getpid()
         self.ttl_ms = to_ms(ttl)
         self.renews = renew
         self.max_hold = max_hold
@@ -193,8 +197,33 @@ class _Hold(Commands):
             if not clean and kept is not None:
                 await kept.reset()
 
+    def _own_process(self) -> None:
+        """A hold object a forked child inherited: the parent's hold stays
+        the parent's, so here it starts empty (no depth, no keeper, no
+        watcher, a holder of this process's context)."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self._depth = 0
+        self._box = [None]
+        self._keeper = None
+        self._io = rt.Lock()
+        self._watching = rt.Lock()
+        self._round = None
+        self._gen += 1
+        self._stopped = True
+        self.lost = rt.Event()
+        self._bound_epoch = -1
+        self._lease_until = 0.0
+        if self._own_holder is None:
+            self.holder = current_holder()
+
     # -- acquire / release -----------------------------------------------------
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        self._own_process()
         if self._depth == 0 and self._resume is not None:
             (self.renews, self.keep), self._resume = self._resume, None
         if self._depth == 0 and self._own_holder is None:
@@ -249,6 +278,7 @@ class _Hold(Commands):
         held); a connection error once the release could not be sent before
         the lease may have run out (the connection is closed: the server
         frees the key at the lease's end)."""
+        self._own_process()
         if self._depth == 0:
             raise NotHeldError(f"{self.key}: not held by {self.holder}")
         deadline = max(self._lease_until, rt.now() + 1.0)
@@ -468,7 +498,8 @@ class _Hold(Commands):
     def held(self) -> bool:
         """True while the lease cannot have run out: never after a loss, and
         never past the last successful renewal's send time plus the ttl."""
-        return self._depth > 0 and not self.lost.is_set() and rt.now() < self._lease_until
+        return (self._depth > 0 and self._pid == os.getpid() and not self.lost.is_set()
+                and rt.now() < self._lease_until)
 
 
 class Lock(LockCommands, _Hold):
