@@ -11,6 +11,9 @@ import time
 
 import redis
 
+from conftest import wait_for
+from harness import FAR_PTTL, kept_without_binding
+
 SECONDS = float(os.environ.get("PADLOCK_FUZZ_SECONDS", "3"))
 KEYS = [b"k0", b"k1", b"k2", b"{t}k3"]
 COMMANDS = [
@@ -150,10 +153,16 @@ def test_fuzz(server):
             assert server.alive(), server.tail()
         if n % 300 == 0:
             restored += loadable(r)
+            # The KEEP invariant: a lease held far away has a binding.
+            assert kept_without_binding(r, dbs=[0]) == []
     print(f"fuzz: {n} commands, {errors} errors, {checked} key checks after errors, "
           f"{restored} values DUMPed and RESTOREd")
     assert server.alive() and r.ping()
     assert n > 100 and errors > 10
+    # Its connection closed, nothing it bound is held far away any more.
+    fuzz.close()
+    far = lambda: [k for k in KEYS if r.pttl(k) > FAR_PTTL]  # noqa: E731
+    assert wait_for(lambda: not far(), timeout=3), far()
     reloads_to_the_same_state(r)
 
 

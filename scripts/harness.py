@@ -75,3 +75,35 @@ class Server:
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# A bound lease is held at 2^52 ms + its ttl: its PTTL is far above this.
+FAR_PTTL = 1 << 51
+_INFO = {b"pdlk-lock": "LOCK.INFO", b"pdlk-sema": "SEM.INFO", b"pdlk-rwlk": "RWLOCK.INFO"}
+
+
+def kept_without_binding(r, dbs=range(16)):
+    """The KEEP invariant, read from outside: every lease held far away
+    belongs to a binding (`keep` >= 1 in its *.INFO). Returns the
+    (db, key) that break it."""
+    bad = []
+    port = r.connection_pool.connection_kwargs["port"]
+    for db in dbs:
+        c = redis.Redis(port=port, db=db, socket_timeout=10)
+        try:
+            for key in c.scan_iter(count=1000):
+                kind = c.type(key)
+                cmd = _INFO.get(kind if isinstance(kind, bytes) else str(kind).encode())
+                if cmd is None or c.pttl(key) <= FAR_PTTL:
+                    continue
+                raw = c.execute_command(cmd, key)
+                if raw is None:
+                    continue
+                info = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+                if int(info.get(b"keep", 0)) < 1:
+                    bad.append((db, key))
+        except redis.ResponseError:
+            break  # no such database
+        finally:
+            c.close()
+    return bad

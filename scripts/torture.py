@@ -41,7 +41,7 @@ from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from faultproxy import FaultProxy
-from harness import SO, free_port
+from harness import FAR_PTTL, SO, free_port
 
 SECONDS = float(os.environ.get("PADLOCK_TORTURE_SECONDS", "90"))
 SERVER = os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
@@ -151,7 +151,10 @@ def worker(idx, sentinels, proxies, log_path, stop_at, seed):
                         ["LOCK.RELEASE", key, holder],
                         lambda fence: [dict(kind="lock", key=key, fence=fence)])
             elif kind < 0.8:
-                section(r, port, ["SEM.ACQUIRE", SEM, holder, SEM_LIMIT, TTL, "BLOCK", 2000],
+                # Half of them bound to the connection (KEEP): the end
+                # state checks that no such lease outlives its workers.
+                keep = ["KEEP"] if rng.random() < 0.5 else []
+                section(r, port, ["SEM.ACQUIRE", SEM, holder, SEM_LIMIT, TTL, "BLOCK", 2000, *keep],
                         ["SEM.RELEASE", SEM, holder],
                         lambda _: [dict(kind="sem", key=SEM)])
             else:
@@ -302,6 +305,7 @@ def run(grace, seconds, seed, min_replicas=0):
     # The last fault may have left Sentinel without a master for a while
     # (a failover under way): the end state is read once there is one.
     leftover = ("unknown",)
+    kept_unbound = -1
     patience = time.time() + 30
     while True:
         try:
@@ -309,6 +313,8 @@ def run(grace, seconds, seed, min_replicas=0):
             info = mc.info("padlock")
             leftover = (info["padlock_blocked_clients"], info["padlock_wait_edges"],
                         info["padlock_locks"] + info["padlock_semaphores"])
+            # Every worker is gone: no lease may be held far away now.
+            kept_unbound = sum(mc.pttl(k) > FAR_PTTL for k in mc.scan_iter(count=1000))
             break
         except (redis.RedisError, MasterNotFoundError, OSError) as e:
             leftover = (f"unknown: {e}",)
@@ -331,6 +337,7 @@ def run(grace, seconds, seed, min_replicas=0):
         "reentered_after_refused_release": again, "workers_hung": hung, "left_blocked_edges_values": leftover, "faults": faults,
         "replies_lost_or_hung": dropped,
         "sections_past_their_lease": sum(bool(s.get("expired")) for s in sections),
+        "leases_kept_with_nobody_bound": kept_unbound,
     }
 
 
@@ -342,12 +349,13 @@ def main():
               "overlaps_two_masters",
               "fences_backwards_same_master", "fences_backwards_across_masters", "grants_lost",
               "reentered_after_refused_release", "workers_hung", "left_blocked_edges_values",
-              "replies_lost_or_hung", "sections_past_their_lease"]:
+              "replies_lost_or_hung", "sections_past_their_lease", "leases_kept_with_nobody_bound"]:
         print(f"| {k} | " + " | ".join(str(r[k]) for r in results) + " |")
     for r in results:
         print(f"faults (grace {r['grace']}, min-replicas {r['min_replicas']}): "
               f"{json.dumps(r['faults'], sort_keys=True)}")
-    bad = [r for r in results if r["workers_hung"] or r["left_blocked_edges_values"][:2] != (0, 0)]
+    bad = [r for r in results if r["workers_hung"] or r["left_blocked_edges_values"][:2] != (0, 0)
+           or r["leases_kept_with_nobody_bound"] != 0]
     sys.exit(1 if bad else 0)
 
 
