@@ -75,7 +75,7 @@ def test_every_info_field_is_scraped(r, exported):
         if "_percentiles_usec_" in name:
             for q in ("p50", "p99", "p99_9"):
                 assert f"{name}_{q}" in exported, name
-        elif name not in ("padlock_blocked_clients", "padlock_wait_edges"):
+        elif name not in ("padlock_blocked_clients", "padlock_wait_edges", "padlock_wait_edges_declared", "padlock_wait_edges_blocked"):
             assert exported.get(name) == float(value), (name, exported.get(name), value)
     assert exported["padlock_blocked_clients"] == 2
     assert exported["padlock_handoffs"] == 1
@@ -101,3 +101,18 @@ def test_dashboard_queries_exist_in_the_scrape(exported):
             assert found, pattern
             if "percentiles" in pattern:
                 assert len(found) == 3, (pattern, found)
+
+
+def test_alert_rules_pass_promtool_and_name_real_series(r, exported):
+    """deploy/prometheus-rules.yml: valid for Prometheus (`promtool check
+    rules`), and every padlock series an alert reads is in the scrape."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    rules = DEPLOY / "prometheus-rules.yml"
+    out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
+    keys = set(re.findall(r'key="(padlock_[a-z_]+)"', rules.read_text()))
+    assert len(keys) >= 6
+    for k in keys:
+        assert k in exported, k

@@ -55,6 +55,8 @@ if [ "${1:-}" = "--observe" ]; then
   # as a person sees it).
   need=()
   command -v prometheus-redis-exporter >/dev/null 2>&1 || need+=(prometheus-redis-exporter)
+  # promtool (Debian's prometheus package) checks deploy/prometheus-rules.yml.
+  command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v dot >/dev/null 2>&1 || need+=(graphviz)
   command -v tmux >/dev/null 2>&1 || need+=(tmux)
   if [ "${#need[@]}" -gt 0 ]; then

@@ -23,11 +23,12 @@ fn kinds() -> Vec<&'static KindInfo> {
 
 fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
-    let (blocked, edges) = if for_crash_report {
-        (-1, -1)
+    let (blocked, (declared, blocked_edges)) = if for_crash_report {
+        (-1, (-1, -1))
     } else {
-        waiting::gauges().unwrap_or((-1, -1))
+        waiting::gauges().unwrap_or((-1, (-1, -1)))
     };
+    let edges = if declared < 0 { -1 } else { declared + blocked_edges };
     let mut out: Vec<(String, i64)> = Vec::with_capacity(48);
     let kinds = kinds();
     for k in &kinds {
@@ -37,6 +38,8 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
     for (name, v) in [
         ("blocked_clients", blocked),
         ("wait_edges", edges),
+        ("wait_edges_declared", declared),
+        ("wait_edges_blocked", blocked_edges),
         ("keep_bound", keep_bound),
     ] {
         out.push((name.to_string(), v));

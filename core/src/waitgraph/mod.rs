@@ -275,10 +275,21 @@ impl<K: Hash + Eq + Clone> WaitGraph<K> {
     }
 
     pub fn len(&self, now_ms: i64) -> usize {
-        self.edges
-            .values()
-            .map(|l| l.iter().filter(|e| e.live(now_ms)).count())
-            .sum()
+        let (declared, blocked) = self.counts(now_ms);
+        declared + blocked
+    }
+
+    /// Live edges: (declared with `LOCK.WAITFOR`, of blocked requests).
+    pub fn counts(&self, now_ms: i64) -> (usize, usize) {
+        let mut declared = 0;
+        let mut blocked = 0;
+        for e in self.edges.values().flatten().filter(|e| e.live(now_ms)) {
+            match e.source {
+                Source::Declared => declared += 1,
+                Source::Blocked(_) => blocked += 1,
+            }
+        }
+        (declared, blocked)
     }
 
     /// The keys `holder` waits for now (live edges only).

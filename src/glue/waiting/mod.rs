@@ -127,9 +127,12 @@ pub fn hot_keys() -> Vec<Hot> {
 }
 
 /// (blocked clients, live wait edges) for `INFO`; None while busy.
-pub fn gauges() -> Option<(i64, i64)> {
+pub fn gauges() -> Option<(i64, (i64, i64))> {
     let now = now_ms();
-    state::peek(|s| (s.waiters.waiting() as i64, s.graph.len(now) as i64))
+    state::peek(|s| {
+        let (declared, blocked) = s.graph.counts(now);
+        (s.waiters.waiting() as i64, (declared as i64, blocked as i64))
+    })
 }
 
 /// The holder got the key: a declared wait for it is over.
