@@ -94,22 +94,38 @@ def test_a_removal_ends_the_binding_and_a_new_keep_is_kept(server, how):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("how", ["RENAME", "COPY"])
+@pytest.mark.parametrize("how", ["RENAME", "COPY", "MOVE", "SWAPDB", "RESTORE"])
 def test_a_key_brought_onto_a_stale_name_runs_out_once_nobody_is_connected(server, kind, how):
-    """The held-forever reproduction: a binding on dst ended with DEL, a
-    bound key is renamed (or copied) onto dst, its holder quits: dst runs
-    out within its ttl (nothing keeps it far away)."""
+    """The held-forever reproduction: a binding on a name ended with DEL,
+    a bound key is brought onto that name (RENAME, COPY, MOVE, SWAPDB,
+    RESTORE with its far deadline), its holder quits: the key runs out
+    within its ttl (nothing keeps it far away)."""
     r = server.client()
     alice = server.client()
-    assert acquire(alice, kind, "dst", "alice")
-    r.delete("dst")
+    db, dst = 0, "dst"
+    if how in ("MOVE", "SWAPDB"):
+        db, dst = 1, "src"
+        there = server.client(db=1)
+        assert acquire(server.client(db=1), kind, "src", "alice")
+        there.delete("src")
+    else:
+        assert acquire(alice, kind, "dst", "alice")
+        r.delete("dst")
     assert acquire(alice, kind, "src", "alice")
     if how == "RENAME":
         r.rename("src", "dst")
-    else:
+    elif how == "COPY":
         assert r.copy("src", "dst")
+    elif how == "MOVE":
+        assert r.move("src", 1)
+    elif how == "SWAPDB":
+        r.swapdb(0, 1)
+    else:
+        at = int(time.time() * 1000) + r.pttl("src")
+        r.restore("dst", at, r.dump("src"), absttl=True)
     alice.close()
-    assert wait_for(lambda: r.exists("dst") == 0, timeout=3), r.pttl("dst")
+    target = server.client(db=db)
+    assert wait_for(lambda: target.exists(dst) == 0, timeout=3), target.pttl(dst)
     assert bound(r) == 0
 
 

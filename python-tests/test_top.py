@@ -83,19 +83,24 @@ def test_top_orders_keys_by_waiters_and_respects_acl(server, r):
 
 def test_top_and_graph_say_each_keys_database(server):
     """Keys of every database are listed, each with its database."""
+    import threading
+
     from conftest import wait_blocked
     r3 = server.client(db=3)
     r3.execute_command("LOCK.ACQUIRE", "same", "a", 10000)
-    server.client().execute_command("LOCK.ACQUIRE", "same", "a", 10000)
-    w3 = server.client(db=3, socket_timeout=10)
-    import threading
-    threading.Thread(target=lambda: w3.execute_command("LOCK.ACQUIRE", "same", "b", 10000, "BLOCK", 3000),
-                     daemon=True).start()
-    threading.Thread(target=lambda: server.client().execute_command(
-        "LOCK.ACQUIRE", "same", "c", 10000, "BLOCK", 3000), daemon=True).start()
     r = server.client()
+    r.execute_command("LOCK.ACQUIRE", "same", "a", 10000)
+    waits = [threading.Thread(target=c.execute_command,
+                              args=("LOCK.ACQUIRE", "same", who, 10000, "BLOCK", 3000), daemon=True)
+             for c, who in ((server.client(db=3), "b"), (server.client(), "c"))]
+    for t in waits:
+        t.start()
     wait_blocked(r, 2)
     top = sorted((row[0], row[5]) for row in r.execute_command("LOCK.TOP"))
     assert top == [(b"same", 0), (b"same", 3)]
     edges = sorted((e[0], e[4]) for e in r.execute_command("LOCK.GRAPH"))
     assert edges == [(b"b", 3), (b"c", 0)]
+    r.execute_command("LOCK.RELEASE", "same", "a")
+    r3.execute_command("LOCK.RELEASE", "same", "a")
+    for t in waits:
+        t.join(5)

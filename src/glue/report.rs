@@ -28,7 +28,11 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
     } else {
         waiting::gauges().unwrap_or((-1, (-1, -1)))
     };
-    let edges = if declared < 0 { -1 } else { declared + blocked_edges };
+    let edges = if declared < 0 {
+        -1
+    } else {
+        declared + blocked_edges
+    };
     let mut out: Vec<(String, i64)> = Vec::with_capacity(48);
     let kinds = kinds();
     for k in &kinds {

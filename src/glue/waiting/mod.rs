@@ -131,7 +131,10 @@ pub fn gauges() -> Option<(i64, (i64, i64))> {
     let now = now_ms();
     state::peek(|s| {
         let (declared, blocked) = s.graph.counts(now);
-        (s.waiters.waiting() as i64, (declared as i64, blocked as i64))
+        (
+            s.waiters.waiting() as i64,
+            (declared as i64, blocked as i64),
+        )
     })
 }
 
