@@ -9,6 +9,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -116,3 +117,41 @@ def test_alert_rules_pass_promtool_and_name_real_series(r, exported):
     assert len(keys) >= 6
     for k in keys:
         assert k in exported, k
+
+
+def test_the_guides_acl_recipes_as_written(server, r):
+    """docs/operations.md "ACL recipes", run line by line (scripts/
+    doc-shell.py: only the port is this server's): the application user
+    locks its own keys and nothing else, the exporter user takes no lock,
+    and the exporter scraping as that user exports every padlock field."""
+    import redis as redis_py
+    root = DEPLOY.parent
+    lines = subprocess.run(
+        [sys.executable, str(root / "scripts" / "doc-shell.py"), str(root / "docs" / "operations.md"),
+         "ACL recipes", str(server.port)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(lines) == 4, lines
+    for line in lines[:3]:
+        out = subprocess.run(line, shell=True, capture_output=True, text=True, cwd=root)
+        assert out.returncode == 0 and "ERR" not in out.stdout, (line, out.stdout, out.stderr)
+    app = redis_py.Redis(port=server.port, username="app", password="app-secret")
+    assert app.execute_command("LOCK.INFO", "app:job:1") is not None, "the recipe's lock is there"
+    with pytest.raises(redis_py.exceptions.NoPermissionError):
+        app.execute_command("LOCK.ACQUIRE", "other:1", "worker-1", 1000)
+    exp = redis_py.Redis(port=server.port, username="exporter", password="exporter-secret")
+    with pytest.raises(redis_py.exceptions.NoPermissionError):
+        exp.execute_command("LOCK.ACQUIRE", "app:job:2", "x", 1000)
+    port = free_port()
+    cmd = lines[3].rstrip(" &").replace("127.0.0.1:6379", f"127.0.0.1:{server.port}").split()
+    assert cmd[0] == "prometheus-redis-exporter"
+    proc = subprocess.Popen([EXPORTER, *cmd[1:], "-web.listen-address", f"127.0.0.1:{port}"],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert wait_for(lambda: _up(url), timeout=10), "nothing exported as the exporter user"
+        got = scrape(url)
+        for name in r.info("padlock"):
+            if "_percentiles_" not in name:
+                assert name in got, name
+    finally:
+        proc.terminate()
+        proc.wait(5)
