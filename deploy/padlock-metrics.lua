@@ -16,15 +16,28 @@ for k, line in string.gmatch(info, '(padlock_[%w_]+_percentiles_usec_%w+):([^\r]
     out[#out + 1] = v
   end
 end
--- The hottest keys right now (LOCK.TOP, at most 10: a bounded number of
--- series): padlock_top_waiters:<key> and padlock_top_oldest_wait_ms:<key>.
+-- Each bucket line (`padlock_wait_buckets_usec_lock:le_1000=...,count=...`)
+-- as counters Prometheus can rate over its own windows:
+-- padlock_wait_buckets_usec_lock_le_1000, ..._count.
+for k, line in string.gmatch(info, '(padlock_[%w_]+_buckets_usec_%w+):([^\r]+)') do
+  for b, v in string.gmatch(line, '([%w_]+)=(%d+)') do
+    out[#out + 1] = k .. '_' .. b
+    out[#out + 1] = v
+  end
+end
+-- The hottest keys right now by rank (LOCK.TOP, at most 10): a fixed set
+-- of series, padlock_top1_waiters ... padlock_top10_waiters (and
+-- _oldest_wait_ms, _holders), never one per key name; LOCK.TOP or
+-- `python -m padlock top` name the keys.
 local ok, top = pcall(redis.call, 'LOCK.TOP', 'COUNT', 10)
 if ok then
-  for _, row in ipairs(top) do
-    out[#out + 1] = 'padlock_top_waiters:' .. row[1]
+  for i, row in ipairs(top) do
+    out[#out + 1] = 'padlock_top' .. i .. '_waiters'
     out[#out + 1] = tostring(row[3])
-    out[#out + 1] = 'padlock_top_oldest_wait_ms:' .. row[1]
+    out[#out + 1] = 'padlock_top' .. i .. '_oldest_wait_ms'
     out[#out + 1] = tostring(row[4])
+    out[#out + 1] = 'padlock_top' .. i .. '_holders'
+    out[#out + 1] = tostring(row[5])
   end
 end
 return out

@@ -76,14 +76,24 @@ def test_every_info_field_is_scraped(r, exported):
         if "_percentiles_usec_" in name:
             for q in ("p50", "p99", "p99_9"):
                 assert f"{name}_{q}" in exported, name
+        elif "_buckets_usec_" in name:
+            # redis-py reads `le_1000=0,...,count=0` as a dict.
+            for b, v in value.items():
+                assert exported.get(f"{name}_{b}") == float(v), (name, b)
         elif name not in ("padlock_blocked_clients", "padlock_wait_edges", "padlock_wait_edges_declared", "padlock_wait_edges_blocked"):
             assert exported.get(name) == float(value), (name, exported.get(name), value)
     assert exported["padlock_blocked_clients"] == 2
     assert exported["padlock_handoffs"] == 1
     assert 20_000 <= exported["padlock_wait_percentiles_usec_lock_p50"] <= 1_000_000
     assert 20_000 <= exported["padlock_hold_percentiles_usec_lock_p99"] <= 1_000_000
-    assert exported["padlock_top_waiters:orders:1"] == 2
-    assert exported["padlock_top_oldest_wait_ms:orders:1"] >= 0
+    assert exported["padlock_top1_waiters"] == 2
+    assert exported["padlock_top1_oldest_wait_ms"] >= 0
+    assert exported["padlock_top1_holders"] == 1
+    assert not any(":" in k for k in exported), "no series named after a key"
+    # One granted wait of 30 ms or more: counted from the 100 ms bucket up.
+    assert exported["padlock_wait_buckets_usec_lock_count"] == 1
+    assert exported["padlock_wait_buckets_usec_lock_le_100000"] == 1
+    assert exported["padlock_wait_buckets_usec_lock_le_1000"] == 0
 
 
 def test_dashboard_queries_exist_in_the_scrape(exported):
@@ -150,7 +160,7 @@ def test_the_guides_acl_recipes_as_written(server, r):
         assert wait_for(lambda: _up(url), timeout=10), "nothing exported as the exporter user"
         got = scrape(url)
         for name in r.info("padlock"):
-            if "_percentiles_" not in name:
+            if "_usec_" not in name:
                 assert name in got, name
     finally:
         proc.terminate()

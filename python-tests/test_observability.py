@@ -118,7 +118,11 @@ def test_metrics_script_for_redis_exporter(r):
     info = {k: v for k, v in r.info("padlock").items()}
     lines = {k for k in info if "_percentiles_usec_" in k}
     assert len(lines) == 6
-    want = (set(info) - lines) | {f"{k}_{q}" for k in lines for q in ("p50", "p99", "p99_9")}
+    buckets = {k for k in info if "_buckets_usec_" in k}
+    assert len(buckets) == 6
+    want = ((set(info) - lines - buckets) | {f"{k}_{q}" for k in lines for q in ("p50", "p99", "p99_9")}
+            | {f"{k}_{b}" for k in buckets for b in info[k]})
     assert set(got) == want
+    assert got["padlock_hold_buckets_usec_lock_count"] == 1, "one hold ended"
     assert got["padlock_locks"] == 1 and got["padlock_acquired"] == info["padlock_acquired"]
     assert got["padlock_hold_percentiles_usec_lock_p50"] >= 1, "one hold ended"

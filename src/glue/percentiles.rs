@@ -30,6 +30,9 @@ pub struct Percentiles {
 
 const SLOTS: usize = 8;
 
+/// The bucket bounds `buckets` reports, in microseconds.
+const BOUNDS_USEC: [u64; 6] = [1_000, 10_000, 100_000, 1_000_000, 10_000_000, 60_000_000];
+
 thread_local! {
     static HISTOGRAMS: RefCell<[Option<Histogram<u64>>; SLOTS]> =
         const { RefCell::new([const { None }; SLOTS]) };
@@ -105,6 +108,30 @@ impl Percentiles {
             }
         });
         format!("p50={:.3},p99={:.3},p99.9={:.3}", at[0], at[1], at[2])
+    }
+
+    /// Cumulative counts at fixed bounds, as counters Prometheus can
+    /// `rate()` over any window (the percentiles above are since load):
+    /// `le_1000=...,le_10000=...,...,le_60000000=...,count=...`, in
+    /// microseconds (1 ms to 60 s). A bound counts what the histogram
+    /// holds up to it, within its two significant digits.
+    pub fn buckets(self) -> String {
+        let mut counts = [0u64; BOUNDS_USEC.len()];
+        let mut total = 0;
+        with(self.slot, |h| {
+            if let Some(h) = h.as_ref() {
+                for (c, b) in counts.iter_mut().zip(BOUNDS_USEC) {
+                    *c = h.count_between(0, b);
+                }
+                total = h.len();
+            }
+        });
+        let mut out = String::with_capacity(128);
+        for (c, b) in counts.iter().zip(BOUNDS_USEC) {
+            out.push_str(&format!("le_{b}={c},"));
+        }
+        out.push_str(&format!("count={total}"));
+        out
     }
 
     /// `CONFIG RESETSTAT`.

@@ -102,9 +102,11 @@ fn percentile_lines() -> Vec<(String, String)> {
     let mut out = Vec::with_capacity(2 * kinds.len());
     for k in &kinds {
         out.push((format!("wait_percentiles_usec_{}", k.short), k.waits.line()));
+        out.push((format!("wait_buckets_usec_{}", k.short), k.waits.buckets()));
     }
     for k in &kinds {
         out.push((format!("hold_percentiles_usec_{}", k.short), k.holds.line()));
+        out.push((format!("hold_buckets_usec_{}", k.short), k.holds.buckets()));
     }
     out
 }
