@@ -165,7 +165,7 @@ proptest! {
         for (op, db, k, holder, client, keep) in ops {
             let client = u64::from(client);
             match op {
-                0 | 1 | 2 => {
+                0..=2 => {
                     // LOCK.ACQUIRE key holder ttl [KEEP] on `client`.
                     let cur = keys.get(&(db, k)).copied();
                     let hold = match cur {
