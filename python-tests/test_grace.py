@@ -81,3 +81,23 @@ def test_config_set(r):
     with pytest.raises(redis.ResponseError):
         r.config_set("padlock.restart-grace-ms", "later")
     r.config_set("padlock.restart-grace-ms", "0")
+
+
+def test_an_operator_sees_the_grace_and_ends_it(make_server):
+    """The grace is logged when it starts and ends, INFO padlock shows it
+    (grace_active, grace_left_ms), and CONFIG SET ... 0 ends it at once:
+    the waiter it held back is served then, not at the grace's end."""
+    s = make_server(module_args=["restart-grace-ms", "auto"])
+    r = s.client()
+    info = r.info("padlock")
+    assert info["padlock_grace_active"] == 1 and info["padlock_grace_left_ms"] > 0
+    assert wait_for(lambda: "restart grace running" in s.tail(200), timeout=3)
+    w = Background(s, "LOCK.ACQUIRE", "k", "h", 60000, "BLOCK", 10000)
+    time.sleep(0.2)
+    assert not w.done(), "held back by the grace"
+    t0 = time.time()
+    r.config_set("padlock.restart-grace-ms", 0)
+    assert w.result() > 0 and time.time() - t0 < 1, "served as soon as the grace ended"
+    info = r.info("padlock")
+    assert info["padlock_grace_active"] == 0 and info["padlock_grace_left_ms"] == 0
+    assert wait_for(lambda: "restart grace ended" in s.tail(200), timeout=3)

@@ -36,6 +36,8 @@ cleanup() {
   set +e
   if [ -S "$work/docker.sock" ]; then
     $DOCKER ps -aq | xargs -r $DOCKER rm -f >/dev/null 2>&1
+    # The compose deployments' networks (and their bridges).
+    $DOCKER network prune -f >/dev/null 2>&1
   fi
   local pid; pid=$(cat "$work/pid" 2>/dev/null)
   if [ -n "$pid" ]; then
@@ -190,6 +192,73 @@ recipe README.md "Quick start"
 recipe docs/operations.md "docker run and compose"
 (cd "$ctx" && $DOCKER build -q -f deploy/Dockerfile --target init -t padlock-init . >/dev/null)
 step "the guide's init stage builds (docs/operations.md \"The image\")"
+
+# The compose deployments of deploy/compose, on the quick start's image,
+# each on a network of its own inside the private daemon (the test
+# speaks to the nodes from inside their containers: no port is
+# published): a lock taken survives a Sentinel failover, and a reshard of
+# its slot in the cluster.
+in_c() { local c=$1; shift; $DOCKER exec "$c" "$@"; }
+until_ok() { # until_ok SECONDS CMD...: retries CMD until it succeeds
+  local end=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || { echo "timed out: $*"; return 1; }
+    sleep 0.5
+  done
+}
+compose_sentinel() {
+  local p=plsent dc=(docker-compose -p plsent -f "$ctx/deploy/compose/sentinel.yml")
+  step "compose: deploy/compose/sentinel.yml (master, replica, three Sentinels)"
+  (cd "$ctx" && "${dc[@]}" up -d) >/dev/null 2>"$work/compose.log" || { cat "$work/compose.log"; exit 1; }
+  local m=${p}_master_1 r=${p}_replica_1 s=${p}_sentinel1_1
+  until_ok 30 sh -c "$DOCKER exec $r redis-cli INFO replication | grep -q master_link_status:up"
+  until_ok 30 sh -c "$DOCKER exec $s redis-cli -p 26379 SENTINEL replicas locks | grep -q slave"
+  in_c "$m" redis-cli CONFIG SET padlock.restart-grace-ms 0 >/dev/null
+  local fence; fence=$(in_c "$m" redis-cli LOCK.ACQUIRE job:1 w1 120000)
+  [ "$fence" -gt 0 ] && [ "$(in_c "$m" redis-cli WAIT 1 5000)" = 1 ]
+  step "sentinel: lock held (fence $fence), on the replica too; stopping the master"
+  $DOCKER stop "$m" >/dev/null
+  until_ok 60 sh -c "$DOCKER exec $r redis-cli ROLE | head -1 | grep -qx master"
+  [ "$(in_c "$r" redis-cli LOCK.INFO job:1 | sed -n 4p)" = "$fence" ] || { echo "fence lost in the failover"; exit 1; }
+  # nil (held), or refused (NOREPLICAS: no replica yet; TRYAGAIN: the
+  # grace a promotion starts): never a fence for a second holder.
+  local second; second=$(in_c "$r" redis-cli LOCK.ACQUIRE job:1 w2 1000)
+  [[ ! $second =~ ^[0-9]+$ ]] || { echo "a second holder after the failover"; exit 1; }
+  $DOCKER start "$m" >/dev/null
+  until_ok 60 sh -c "$DOCKER exec $m redis-cli ROLE | head -1 | grep -qx slave"
+  until_ok 30 sh -c "[ \"\$($DOCKER exec $r redis-cli LOCK.EXTEND job:1 w1 120000)\" = 1 ]"
+  step "sentinel: replica promoted with the lock (fence kept, no second holder); the old master rejoined as its replica"
+  (cd "$ctx" && "${dc[@]}" down -v) >/dev/null 2>&1
+}
+compose_cluster() {
+  local p=plclus dc=(docker-compose -p plclus -f "$ctx/deploy/compose/cluster.yml")
+  step "compose: deploy/compose/cluster.yml (three masters)"
+  (cd "$ctx" && "${dc[@]}" up -d) >/dev/null 2>"$work/compose.log" || { cat "$work/compose.log"; exit 1; }
+  local n1=${p}_node1_1
+  [ "$($DOCKER wait ${p}_create_1)" = 0 ] || { $DOCKER logs ${p}_create_1 | tail; exit 1; }
+  until_ok 30 sh -c "$DOCKER exec $n1 redis-cli CLUSTER INFO | grep -q cluster_state:ok"
+  for n in node1 node2 node3; do in_c "${p}_${n}_1" redis-cli CONFIG SET padlock.restart-grace-ms 0 >/dev/null; done
+  local fence second; fence=$(in_c "$n1" redis-cli -c LOCK.ACQUIRE '{job}:1' w1 120000)
+  [ "$fence" -gt 0 ]
+  local slot owner other
+  slot=$(in_c "$n1" redis-cli CLUSTER KEYSLOT '{job}:1')
+  owner=$(in_c "$n1" redis-cli CLUSTER NODES | awk -v s="$slot" '{for (i=9;i<=NF;i++) {split($i,r,"-"); if (r[2]=="") r[2]=r[1]; if (s>=r[1] && s<=r[2]) print $1}}')
+  other=$(in_c "$n1" redis-cli CLUSTER NODES | awk -v o="$owner" '$1!=o {print $1; exit}')
+  step "cluster: lock held (fence $fence) in slot $slot; resharding that node's slots"
+  in_c "$n1" sh -c "redis-cli --cluster reshard \$(getent hosts node1 | cut -d' ' -f1):6379 --cluster-from $owner --cluster-to $other --cluster-slots 3000 --cluster-yes" >"$work/reshard.log" 2>&1 ||
+    { tail -20 "$work/reshard.log"; exit 1; }
+  local now; now=$(in_c "$n1" redis-cli CLUSTER NODES | awk -v s="$slot" '{for (i=9;i<=NF;i++) {split($i,r,"-"); if (r[2]=="") r[2]=r[1]; if (s>=r[1] && s<=r[2]) print $1}}')
+  [ "$now" = "$other" ] || { echo "slot $slot did not move ($now)"; exit 1; }
+  [ "$(in_c "$n1" redis-cli -c LOCK.INFO '{job}:1' | sed -n 4p)" = "$fence" ] || { echo "fence lost in the reshard"; exit 1; }
+  second=$(in_c "$n1" redis-cli -c LOCK.ACQUIRE '{job}:1' w2 1000)
+  [[ ! $second =~ ^[0-9]+$ ]] || { echo "a second holder after the reshard"; exit 1; }
+  [ "$(in_c "$n1" redis-cli -c LOCK.RELEASE '{job}:1' w1)" = 0 ]
+  step "cluster: the lock moved with its slot (fence kept, still held, released on its new node)"
+  (cd "$ctx" && "${dc[@]}" down -v) >/dev/null 2>&1
+}
+command -v docker-compose >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+compose_sentinel
+compose_cluster
 
 check trixie
 check bookworm
