@@ -297,9 +297,12 @@ export abstract class Hold implements AsyncDisposable {
         : start + options.timeout
       : start + this.ttl;
     const make = (left: number | undefined): Arg[] => {
-      // A wait's grant is bound afterwards, on the shared connection.
+      // `KEEP` on a wait too: the server refuses a ttl below its floor
+      // before the wait starts, never after a grant. The wait's own
+      // connection closes when it ends, so its grant is bound again on the
+      // shared connection below.
       const args = this.acquireArgs(blocking, left);
-      if (this.keep && !blocking) args.push("KEEP");
+      if (this.keep) args.push("KEEP");
       return args;
     };
     if (this.box.user === undefined) {
@@ -523,7 +526,18 @@ export abstract class Hold implements AsyncDisposable {
     await this.letGo(!this.unsure).catch(() => undefined);
     this.unsure = false;
     this.controller.abort(new LockLostError(`${this.key}: the hold was lost`));
-    this.onLost?.(this);
+    if (this.onLost) {
+      try {
+        this.onLost(this);
+      } catch (e) {
+        // Reported as Node reports a throwing callback (an uncaught
+        // exception, on its own tick), never swallowed; the watching of
+        // the other holds goes on.
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
+    }
   }
 
   /** Throws `LockLostError` when the hold was lost. */

@@ -5,6 +5,7 @@ connection (the keeper) that carries their commands and `KEEP` bindings."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import heapq
 import itertools
@@ -266,5 +267,10 @@ def collected(box: list[Any]) -> None:
 
 
 def call_lost(on_lost: Callable[[Any], None], hold: Any) -> None:
-    """`on_lost(hold)`, on the loop (it must not block)."""
-    on_lost(hold)
+    """`on_lost(hold)`, on the loop (it must not block); one that raises
+    is logged with its traceback (logger `padlock`), and the watching goes
+    on."""
+    try:
+        on_lost(hold)
+    except Exception:  # noqa: BLE001 - reported, never swallowed silently
+        logging.getLogger("padlock").exception("on_lost callback of %s raised", getattr(hold, "key", hold))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import os
 import threading
 import time
@@ -42,11 +43,21 @@ class Scheduler:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, "weakref.ref[Any]", int]] = []
         self._seq = itertools.count()
+        # Made at first use, and again should `threading` have been
+        # patched (gevent, eventlet) since: see `Lock` below.
+        self._cv_kind: Any = None
         self._cv = threading.Condition()
         self._thread: Optional[threading.Thread] = None
 
+    def _condition(self) -> threading.Condition:
+        if self._cv_kind is not threading.Condition:
+            self._cv_kind = threading.Condition
+            self._cv = threading.Condition()
+            self._thread = None  # a watcher of the other kind waits on the old one
+        return self._cv
+
     def add(self, hold: Watched, at: float, gen: int) -> None:
-        with self._cv:
+        with self._condition():
             heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold), gen))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="padlock-watch", daemon=True)
@@ -58,11 +69,16 @@ class Scheduler:
         return int(self._thread is not None and self._thread.is_alive())
 
     def _run(self) -> None:
+        cv = self._cv
         while True:
-            with self._cv:
+            if cv is not self._cv:
+                return  # replaced (threading was patched): its successor runs
+            with cv:
                 while not self._heap or self._heap[0][0] > time.monotonic():
                     wait = None if not self._heap else self._heap[0][0] - time.monotonic()
-                    self._cv.wait(wait)
+                    cv.wait(wait)
+                    if cv is not self._cv:
+                        return
                 _, _, ref, gen = heapq.heappop(self._heap)
             hold = ref()
             if hold is None:
@@ -165,12 +181,30 @@ def _run(conn: Any, args: Sequence[Any], limit: Optional[float]) -> Any:
 #: wait's connection has no socket timeout).
 FOREVER: Optional[float] = None
 
-Event = threading.Event
-#: Reentrant: a hold's round may end the hold on the watcher's thread.
-Lock = threading.RLock
+# Looked up at each call, not bound at import: gevent or eventlet may
+# patch `threading` and `time` after padlock was imported (gunicorn and
+# Celery setups do), and a lock of the unpatched kind would block every
+# green thread at once.
+
+
+def Event() -> threading.Event:  # noqa: N802 - stands where a class did
+    return threading.Event()
+
+
+def Lock() -> Any:  # noqa: N802
+    """Reentrant: a hold's round may end the hold on the watcher's thread."""
+    return threading.RLock()
+
+
 now = time.monotonic
-sleep = time.sleep
-current = threading.get_ident
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def current() -> int:
+    return threading.get_ident()
 
 
 class Cancelled(Exception):
@@ -226,4 +260,13 @@ def collected(box: list[Any]) -> None:
 def call_lost(on_lost: Callable[[Any], None], hold: Any) -> None:
     """`on_lost(hold)` on a thread of its own: a slow callback must not hold
     back the other holds' rounds."""
-    threading.Thread(target=on_lost, args=(hold,), name="padlock-on-lost", daemon=True).start()
+    threading.Thread(target=_report, args=(on_lost, hold), name="padlock-on-lost", daemon=True).start()
+
+
+def _report(on_lost: Callable[[Any], None], hold: Any) -> None:
+    """Runs the callback; one that raises is logged with its traceback
+    (logger `padlock`), and the holds' watching goes on."""
+    try:
+        on_lost(hold)
+    except Exception:  # noqa: BLE001 - reported, never swallowed silently
+        logging.getLogger("padlock").exception("on_lost callback of %s raised", getattr(hold, "key", hold))

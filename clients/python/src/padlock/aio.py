@@ -236,10 +236,12 @@ class _Hold(Commands):
             deadline = start + ttl
 
         def make(left: Optional[float]) -> list[Any]:
-            # A wait's grant is bound afterwards, on the shared connection
-            # (its own closes when the wait ends).
+            # `KEEP` on a wait too: the server refuses a ttl below its floor
+            # before the wait starts, never after a grant. The wait's own
+            # connection closes when it ends, so its grant is bound again
+            # below, on the shared connection.
             args = self._acquire_cmd(blocking, left)
-            return args + ["KEEP"] if self.keep and not blocking else args
+            return args + ["KEEP"] if self.keep else args
 
         while True:
             try:

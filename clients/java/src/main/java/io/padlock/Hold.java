@@ -268,7 +268,12 @@ final class Hold {
             try {
                 r.run();
             } catch (RuntimeException e) {
+                // Reported where the JVM reports a failed task (the thread's
+                // uncaught-exception handler), and the other listeners and
+                // holds go on.
                 pad.log("a lease-loss listener failed: " + e);
+                Thread t = Thread.currentThread();
+                t.getUncaughtExceptionHandler().uncaughtException(t, e);
             }
         }
     }
