@@ -190,7 +190,7 @@ def test_persist_on_a_bound_lock_leaves_it_to_the_client(server):
     assert r.pttl("k") == -1, "the client's PERSIST stands"
 
 
-@pytest.mark.parametrize("how", ["SWAPDB", "RENAME", "MOVE"])
+@pytest.mark.parametrize("how", ["SWAPDB", "RENAME", "MOVE", "PEXPIRE", "COPY REPLACE"])
 def test_waiters_follow_the_key(server, how):
     """A waiter on a key that moved away (SWAPDB, RENAME, MOVE) sees a
     free key in its database and is served at once, not after the old
@@ -203,6 +203,12 @@ def test_waiters_follow_the_key(server, how):
         r.swapdb(0, 1)
     elif how == "RENAME":
         r.rename("sw", "elsewhere")
+    elif how == "PEXPIRE":
+        r.pexpire("sw", 50)
+    elif how == "COPY REPLACE":
+        # A lock of bob's own copied over it: the key is free for him.
+        r.execute_command("LOCK.ACQUIRE", "bobs", "bob", 100000)
+        assert r.copy("bobs", "sw", replace=True)
     else:
         r.move("sw", 1)
     assert wait_for(w.done, timeout=1), "the waiter is served"
