@@ -44,10 +44,10 @@ commands! {
         "Declares that a holder waits for a key (deadlock detection for clients that wait on their own side).",
         "O(E) where E is the number of wait edges reachable from the key", "key holder ttl-ms", Keys::One(LOOK);
     c"lock.graph" => graph, c"readonly", (0, 0, 0), "read",
-        "Shows the wait-for graph: waiter, key, holders, ms left per edge, for keys the caller may read.",
+        "Shows the wait-for graph: waiter, key, holders, ms left and database per edge, for keys the caller may read.",
         "O(E) where E is the number of wait edges", "[COUNT n]", Keys::None;
     c"lock.top" => top, c"readonly", (0, 0, 0), "read",
-        "Lists the keys with the most waiters now (key, kind, waiters, oldest wait, holders), for keys the caller may read.",
+        "Lists the keys with the most waiters now (key, kind, waiters, oldest wait, holders, database), for keys the caller may read.",
         "O(K log K) where K is the number of keys with waiters", "[COUNT n]", Keys::None;
 }
 
