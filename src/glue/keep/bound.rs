@@ -49,8 +49,11 @@ pub struct How {
     pub fence: Option<u64>,
 }
 
+/// Every binding of this server.
+pub type Bound = Bindings<Lease, How>;
+
 thread_local! {
-    pub static BOUND: RefCell<Bindings<Lease, How>> = RefCell::new(Bindings::default());
+    pub static BOUND: RefCell<Bound> = RefCell::new(Bindings::default());
 }
 
 /// Is any lease bound? (Most servers: none, and then nothing more is read.)

@@ -139,17 +139,23 @@ fn settle() {
     let gone = GONE.with(|g| std::mem::take(&mut *g.borrow_mut()));
     BOUND.with(|b| {
         let mut b = b.borrow_mut();
-        for g in gone {
-            match g {
-                Gone::Key(k) => {
-                    b.drop_key(&k);
-                }
-                Gone::Dbs(x, y) => {
-                    b.drop_keys(|(db, _)| db_matches(*db, x, y));
-                }
-            }
+        for g in &gone {
+            g.end(&mut b);
         }
     });
+}
+
+impl Gone {
+    fn end(&self, b: &mut bound::Bound) {
+        match self {
+            Gone::Key(k) => {
+                b.drop_key(k);
+            }
+            Gone::Dbs(x, y) => {
+                b.drop_keys(|(db, _)| db_matches(*db, *x, *y));
+            }
+        }
+    }
 }
 
 /// `x`/`y` name databases; None in `x` names every one.
@@ -165,14 +171,7 @@ fn end(g: Gone) {
         let Ok(mut b) = b.try_borrow_mut() else {
             return false;
         };
-        match &g {
-            Gone::Key(k) => {
-                b.drop_key(k);
-            }
-            Gone::Dbs(x, y) => {
-                b.drop_keys(|(db, _)| db_matches(*db, *x, *y));
-            }
-        }
+        g.end(&mut b);
         true
     });
     if !done {
