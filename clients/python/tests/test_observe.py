@@ -147,9 +147,11 @@ def test_top_without_a_terminal_draws_its_frames_and_ends(server, r):
     empty stdin is not taken for q."""
     contend(server, "piped", 1)
     assert wait_for(lambda: blocked(r) == 1)
-    out = subprocess.run([sys.executable, "-m", "padlock", "--url", f"redis://127.0.0.1:{server.port}",
-                          "top", "--frames", "2", "--interval", "0.1"],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    assert "piped" in out.stdout and "blocked 1" in out.stdout
+    url = f"redis://127.0.0.1:{server.port}"
+    # `--url` before the subcommand, and after it, as the guide writes it.
+    for argv in (["--url", url, "top"], ["top", "--url", url]):
+        out = subprocess.run([sys.executable, "-m", "padlock", *argv, "--frames", "2", "--interval", "0.1"],
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert "piped" in out.stdout and "blocked 1" in out.stdout
     r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
