@@ -23,7 +23,7 @@ pub struct Pending {
 const MAX_PENDING: usize = 4096;
 
 /// What is done when the key `name` of database `db` goes.
-type Gone = fn(i32, &[u8]);
+type Gone = fn(i32, &[u8], bool);
 
 thread_local! {
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
@@ -46,12 +46,13 @@ pub fn on_gone(f: Gone) {
     ON_GONE.set(hooks);
 }
 
-/// The key `name` of database `db` went, by any hand (padlock's own
-/// delete too): what was bound to its holds ends, and its request-ids
-/// count among those of freed keys.
-pub fn gone(db: i32, name: &[u8]) {
+/// The key `name` of database `db` went, by any hand (`on_purpose`:
+/// padlock's own delete, whose request says itself what it freed): what
+/// was bound to its holds ends, and its request-ids count among those of
+/// freed keys.
+pub fn gone(db: i32, name: &[u8], on_purpose: bool) {
     for f in ON_GONE.get().into_iter().flatten() {
-        f(db, name);
+        f(db, name, on_purpose);
     }
 }
 

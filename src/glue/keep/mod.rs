@@ -183,7 +183,7 @@ fn end(g: Gone) {
 /// evicted, renamed or moved away, trimmed): the bindings of its holds
 /// end, and nothing is written for them (the holds are gone with it).
 /// Called from the types' unlink callback, so it only touches memory.
-pub fn removed(db: i32, name: &[u8]) {
+pub fn removed(db: i32, name: &[u8], _on_purpose: bool) {
     if any_bound() {
         end(Gone::Key((db, name.into())));
     }

@@ -93,7 +93,12 @@ pub(super) extern "C" fn unlink2<T: Value>(
             return;
         }
         let key = key as *mut raw::RedisModuleString;
-        crate::glue::pending::gone(db, redis_module::RedisString::string_as_slice(key));
+        let on_purpose = ON_PURPOSE.with(|p| p.get());
+        crate::glue::pending::gone(
+            db,
+            redis_module::RedisString::string_as_slice(key),
+            on_purpose,
+        );
         unlinked::<T>(key, value);
     })
 }
