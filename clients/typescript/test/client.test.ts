@@ -245,31 +245,3 @@ test("a ttl below the KEEP floor is refused before any wait", async () => {
   await assert.rejects(new Lock(r, "floor", { ttl: 100 }).acquire(), /at least 300/);
   assert.equal(await r.exists("floor"), 0);
 });
-
-test("an onLost callback that throws is reported as an uncaught exception", async () => {
-  const seen: unknown[] = [];
-  const listeners = process.listeners("uncaughtException");
-  process.removeAllListeners("uncaughtException");
-  const catcher = (e: unknown) => seen.push(e);
-  process.on("uncaughtException", catcher);
-  try {
-    const lost = new Lock(r, "thrower", {
-      ttl: 600,
-      onLost: () => {
-        throw new Error("handler failed");
-      },
-    });
-    const kept = new Lock(r, "kept", { ttl: 600 });
-    assert.ok(await lost.acquire());
-    assert.ok(await kept.acquire());
-    await r.del("thrower");
-    assert.ok(await until(async () => seen.length > 0, 5000), "reported");
-    assert.match(String(seen[0]), /handler failed/);
-    await sleep(1000);
-    assert.ok(kept.held && (await r.exists("kept")) === 1, "the other hold is still watched");
-    await kept.release();
-  } finally {
-    process.off("uncaughtException", catcher);
-    for (const l of listeners) process.on("uncaughtException", l);
-  }
-});
