@@ -164,9 +164,6 @@ fn db_matches(db: i32, x: Option<i32>, y: Option<i32>) -> bool {
 }
 
 fn end(g: Gone) {
-    if !any_bound() {
-        return;
-    }
     let done = BOUND.with(|b| {
         let Ok(mut b) = b.try_borrow_mut() else {
             return false;
@@ -184,6 +181,7 @@ fn end(g: Gone) {
 /// end, and nothing is written for them (the holds are gone with it).
 /// Called from the types' unlink callback, so it only touches memory.
 pub fn removed(db: i32, name: &[u8], _on_purpose: bool) {
+    // Checked before the key's name is copied: most servers bind nothing.
     if any_bound() {
         end(Gone::Key((db, name.into())));
     }
@@ -192,7 +190,9 @@ pub fn removed(db: i32, name: &[u8], _on_purpose: bool) {
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (None): every binding of those
 /// keys ends.
 pub fn flushed(db: Option<i32>) {
-    end(Gone::Dbs(db, None));
+    if any_bound() {
+        end(Gone::Dbs(db, None));
+    }
 }
 
 /// `SWAPDB a b`: the keys of both databases moved away from their
@@ -212,17 +212,20 @@ pub fn expiry_set(ctx: &Context, name: &[u8]) {
         return;
     }
     let key: KeyAt = (super::blocking::selected_db(ctx), name.into());
-    let leases = BOUND.with(|b| b.try_borrow().map(|b| b.on(&key)).unwrap_or_default());
-    if leases.is_empty() {
-        return;
-    }
+    // One borrow for the look and the unbinding (a busy state, which no
+    // path leaves, would only skip it).
     let ended: Vec<_> = BOUND.with(|b| {
-        let mut b = b.borrow_mut();
-        leases
+        let Ok(mut b) = b.try_borrow_mut() else {
+            return Vec::new();
+        };
+        b.on(&key)
             .into_iter()
             .filter_map(|l| b.unbind(&l).map(|x| (l, x.ttl_ms, x.payload)))
             .collect()
     });
+    if ended.is_empty() {
+        return;
+    }
     renew::ended_by_client(ended);
 }
 
