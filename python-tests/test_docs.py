@@ -13,23 +13,24 @@ import redis
 # The internal effect commands are not in it; their lines are the
 # README's.
 SYNTAX = {
-    "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]",
     "lock.reenter": "key holder ttl-ms [KEEP] [ID request-id]",
     "lock.release": "key holder [ID request-id]",
-    "lock.extend": "key holder ttl-ms [KEEP] [ID request-id]",
+    "lock.extend": "key holder ttl-ms [KEEP [MAILBOX mailbox-key]] [ID request-id]",
     "lock.info": "key",
-    "lock.macquire": "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "lock.macquire": "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]",
     "lock.mrelease": "numkeys key [key ...] holder [ID request-id]",
+    "lock.cancel": "key holder request-id",
     "lock.waitfor": "key holder ttl-ms",
     "lock.graph": "[COUNT n]",
     "lock.top": "[COUNT n]",
-    "sem.acquire": "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "sem.acquire": "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]",
     "sem.release": "key holder [PERMITS n] [ID request-id]",
-    "sem.extend": "key holder ttl-ms [PERMITS n] [KEEP] [ID request-id]",
+    "sem.extend": "key holder ttl-ms [PERMITS n] [KEEP [MAILBOX mailbox-key]] [ID request-id]",
     "sem.info": "key",
-    "rwlock.acquire": "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]",
+    "rwlock.acquire": "key holder READ|WRITE ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]",
     "rwlock.release": "key holder READ|WRITE [ID request-id]",
-    "rwlock.extend": "key holder ttl-ms [KEEP] [ID request-id]",
+    "rwlock.extend": "key holder ttl-ms [KEEP [MAILBOX mailbox-key]] [ID request-id]",
     "rwlock.info": "key",
     "padlock.lockset": "key holder count fence deadline-ms [ID request]",
     "padlock.semset": "key holder limit permits deadline-ms [ID request]",
@@ -89,10 +90,21 @@ def test_syntax_lines_match_the_command_reference():
         assert headings.get(name.upper()) == line, name
 
 
+def required_args(line):
+    """Arguments outside every [optional group] of a syntax line."""
+    depth, n = 0, 0
+    for w in line.split():
+        opened = len(w) - len(w.lstrip("["))
+        if depth == 0 and opened == 0:
+            n += 1
+        depth += opened - (len(w) - len(w.rstrip("]")))
+    return n
+
+
 def test_arity_and_key_specs(r):
     info = {text(c[0]): c for c in raw(r, "COMMAND", "INFO", *visible(r))}
     for name, line in visible(r).items():
-        required = 1 + len([w for w in line.split() if not w.startswith("[") and not w.endswith("]")])
+        required = 1 + required_args(line)
         variable = "[" in line
         assert info[name][1] == (-required if variable else required), name
     # numkeys commands keep their own key lookup (cluster routing), and
@@ -163,6 +175,6 @@ def test_cli_argument_hints_come_from_the_docs(server):
     if not cli:
         pytest.skip("no redis-cli")
     assert cli_hint(cli, server.port, "RWLOCK.ACQUIRE ") == \
-        "RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]"
+        "RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]"
     assert cli_hint(cli, server.port, "SEM.ACQUIRE s h 3 100 ") == \
-        "SEM.ACQUIRE s h 3 100 [PERMITS n] [BLOCK timeout-ms] [KEEP] [ID request-id]"
+        "SEM.ACQUIRE s h 3 100 [PERMITS n] [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]"

@@ -99,7 +99,9 @@ class Node:
         if replica_of:
             argv += ["--replicaof", "127.0.0.1", str(replica_of)]
         if callgrind:
-            argv = ["valgrind", "--tool=callgrind", "--toggle-collect=call",
+            # Inside `call()` only, or (`callgrind="all"`) the whole process.
+            only = [] if callgrind == "all" else ["--toggle-collect=call"]
+            argv = ["valgrind", "--tool=callgrind", *only,
                     f"--callgrind-out-file={self.out}", *argv]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.r = redis.Redis(port=self.port, socket_timeout=600)

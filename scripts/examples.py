@@ -47,8 +47,8 @@ def render(reply, indent=0):
         return ["(nil)"]
     if isinstance(reply, int):
         return [f"(integer) {reply}"]
-    if reply == b"OK":  # a status reply (redis-py reads it as bytes)
-        return ["OK"]
+    if reply in (b"OK", b"WAITING"):  # status replies (redis-py reads them as bytes)
+        return [reply.decode()]
     if isinstance(reply, bytes):
         return ['"' + reply.decode(errors="replace").replace('"', '\\"') + '"']
     if isinstance(reply, list):
@@ -66,10 +66,12 @@ def render(reply, indent=0):
 
 
 def shape(lines):
-    """What must match: integers by kind, errors by class."""
+    """What must match: integers by kind, errors by class; in strings (a
+    mailbox element), numbers of ten digits or more are fences."""
     out = []
     for ln in lines:
         ln = re.sub(r"\(integer\) -?\d+", "(integer) N", ln)
+        ln = re.sub(r"(?<=[ ,])\d{10,}(?=[,\"])", "F", ln)
         ln = re.sub(r"\(error\) (\S+).*", r"(error) \1", ln)
         out.append(ln.strip())
     return out

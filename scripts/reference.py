@@ -44,6 +44,8 @@ def render(args):
             body = token
         elif kind == "oneof":
             body = "|".join(text(as_dict(c)["token"]) for c in a["arguments"])
+        elif kind == "block":
+            body = f"{token} {render(a['arguments'])}"
         else:
             body = f"{token} {name}" if token else name
         if "multiple" in flags:

@@ -14,7 +14,7 @@ use redis_module::redis_module;
 
 use core::settings as s;
 use glue::config::{
-    EVICTION, ID_MEMORY_MS, KEEP_MAX_IDLE_MS, KEEP_MIN_INTERVAL_MS, MAX_HOLDER_LEN,
+    EVICTION, ID_MEMORY_MS, KEEP_MAX_IDLE_MS, KEEP_MIN_INTERVAL_MS, MAILBOX_TTL_MS, MAX_HOLDER_LEN,
     MAX_IDS_PER_HOLDER, MAX_REMEMBERED_IDS, MAX_TTL_MS, MAX_WAITERS, MAX_WAITERS_PER_KEY,
     MAX_WAIT_EDGES, RESTART_GRACE,
 };
@@ -47,6 +47,7 @@ redis_module! {
             [s::ID_MEMORY_MS.name, &ID_MEMORY_MS, s::ID_MEMORY_MS.default, s::ID_MEMORY_MS.min, s::ID_MEMORY_MS.max, ConfigurationFlags::DEFAULT, None],
             [s::MAX_IDS_PER_HOLDER.name, &MAX_IDS_PER_HOLDER, s::MAX_IDS_PER_HOLDER.default, s::MAX_IDS_PER_HOLDER.min, s::MAX_IDS_PER_HOLDER.max, ConfigurationFlags::DEFAULT, None],
             [s::MAX_REMEMBERED_IDS.name, &MAX_REMEMBERED_IDS, s::MAX_REMEMBERED_IDS.default, s::MAX_REMEMBERED_IDS.min, s::MAX_REMEMBERED_IDS.max, ConfigurationFlags::DEFAULT, None],
+            [s::MAILBOX_TTL_MS.name, &MAILBOX_TTL_MS, s::MAILBOX_TTL_MS.default, s::MAILBOX_TTL_MS.min, s::MAILBOX_TTL_MS.max, ConfigurationFlags::DEFAULT, None],
         ],
         string: [
             [s::RESTART_GRACE_MS, &RESTART_GRACE, s::RESTART_GRACE_DEFAULT, ConfigurationFlags::DEFAULT, None],

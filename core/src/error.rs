@@ -37,6 +37,8 @@ pub enum Error {
     Bound { name: &'static str, max: u64 },
     /// The key holds a value of another type.
     WrongType,
+    /// Keys of one request in different cluster slots.
+    CrossSlot,
     /// The holder does not hold the key (or not enough permits of it).
     NotHeld { key: Vec<u8>, holder: Vec<u8> },
     /// Waiting would close a cycle in the wait-for graph; holds the cycle,
@@ -94,6 +96,7 @@ impl Error {
             Error::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
             }
+            Error::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".to_string(),
             Error::NotHeld { key, holder } => format!(
                 "NOTHELD '{}' is not held by '{}'",
                 escape(key),

@@ -158,28 +158,30 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
 
     /// The key went (deleted, replaced, moved away): every binding on it
     /// ends; its holds are gone, so nothing is written for them. Returns
-    /// how many ended.
-    pub fn drop_key(&mut self, key: &K::Key) -> usize {
+    /// the bindings that ended (whose owners may want to hear of it).
+    pub fn drop_key(&mut self, key: &K::Key) -> Vec<Binding<P>> {
         let ids = self.by_key.remove(key).unwrap_or_default();
+        let mut ended = Vec::with_capacity(ids.len());
         for id in &ids {
             if let Some((lease, b)) = self.by_id.remove(id) {
                 self.by_lease.remove(&lease);
                 forget(&mut self.by_client, &b.client, *id);
+                ended.push(b);
             }
         }
-        ids.len()
+        ended
     }
 
     /// Every key for which `gone` holds went at once (a flush, a swap of
     /// databases): as `drop_key` for each. O(bindings), like the flush.
-    pub fn drop_keys(&mut self, mut gone: impl FnMut(&K::Key) -> bool) -> usize {
+    pub fn drop_keys(&mut self, mut gone: impl FnMut(&K::Key) -> bool) -> Vec<Binding<P>> {
         let keys: Vec<K::Key> = self
             .by_id
             .values()
             .map(|(lease, _)| lease.on_key())
             .filter(|k| gone(k))
             .collect();
-        keys.iter().map(|k| self.drop_key(k)).sum()
+        keys.iter().flat_map(|k| self.drop_key(k)).collect()
     }
 
     /// The leases bound on `key`.

@@ -90,7 +90,15 @@ pub const MAX_REMEMBERED_IDS: Int = Int {
     max: 100_000_000,
 };
 
-pub const INTS: [Int; 10] = [
+/// The expiry a mailbox gets at each append, so an abandoned one goes.
+pub const MAILBOX_TTL_MS: Int = Int {
+    name: "mailbox-ttl-ms",
+    default: 60_000,
+    min: 1,
+    max: 1 << 40,
+};
+
+pub const INTS: [Int; 11] = [
     MAX_TTL_MS,
     MAX_HOLDER_LEN_SETTING,
     MAX_WAITERS_PER_KEY,
@@ -101,6 +109,7 @@ pub const INTS: [Int; 10] = [
     ID_MEMORY_MS,
     MAX_IDS_PER_HOLDER,
     MAX_REMEMBERED_IDS,
+    MAILBOX_TTL_MS,
 ];
 
 /// `restart-grace-ms`: a number of ms or `auto`.

@@ -14,6 +14,9 @@ pub enum Kind {
     PureToken,
     /// One of several keywords (`READ|WRITE`).
     OneOf,
+    /// A keyword with arguments of its own after it (`[KEEP [MAILBOX
+    /// mailbox-key]]`); they are its `choices`.
+    Block,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +28,7 @@ pub struct ArgDoc {
     pub optional: bool,
     /// `key [key ...]`: one or more.
     pub multiple: bool,
-    /// The choices of a `OneOf`.
+    /// The choices of a `OneOf`, the arguments of a `Block`.
     pub choices: Vec<ArgDoc>,
 }
 
@@ -78,54 +81,100 @@ fn is_keyword(word: &str) -> bool {
 
 /// Reads a syntax line (without the command name).
 pub fn parse(line: &str) -> Result<Vec<ArgDoc>, String> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let mut out: Vec<ArgDoc> = vec![];
+    let mut words = vec![];
+    for w in line.split_whitespace() {
+        let body = w.trim_start_matches('[');
+        words.extend(std::iter::repeat_n("[", w.len() - body.len()));
+        let word = body.trim_end_matches(']');
+        if !word.is_empty() {
+            words.push(word);
+        }
+        words.extend(std::iter::repeat_n("]", body.len() - word.len()));
+    }
     let mut i = 0;
-    while i < words.len() {
-        let w = words[i];
-        if let Some(first) = w.strip_prefix('[') {
-            // An optional group: up to the word that closes it.
-            let mut group = vec![first];
-            while !group.last().is_some_and(|g| g.ends_with(']')) {
-                i += 1;
-                group.push(words.get(i).ok_or("unclosed [")?);
+    let out = sequence(&words, &mut i, false)?;
+    match i < words.len() {
+        true => Err("] without [".to_string()),
+        false => Ok(out),
+    }
+}
+
+/// The arguments from `words[*i]` up to the `]` that closes the group
+/// (`inside`) or the end of the line.
+fn sequence(words: &[&str], i: &mut usize, inside: bool) -> Result<Vec<ArgDoc>, String> {
+    let mut out: Vec<ArgDoc> = vec![];
+    while let Some(&w) = words.get(*i) {
+        *i += 1;
+        match w {
+            "]" if inside => return Ok(out),
+            "]" => {
+                *i -= 1;
+                return Ok(out);
             }
-            let last = group.len() - 1;
-            group[last] = group[last].trim_end_matches(']');
-            match group.as_slice() {
-                [name, "..."] => {
-                    let prev = out.last_mut().ok_or("... without an argument")?;
-                    if prev.name != *name {
-                        return Err(format!("[{name} ...] after {}", prev.name));
-                    }
-                    prev.multiple = true;
-                }
-                [kw] if is_keyword(kw) => out.push(ArgDoc {
-                    optional: true,
-                    ..token(kw)
-                }),
-                [kw, name] if is_keyword(kw) => out.push(ArgDoc {
-                    token: Some(kw.to_string()),
-                    optional: true,
-                    ..value(name)
-                }),
-                other => return Err(format!("cannot read [{}]", other.join(" "))),
+            "[" => {
+                let group = sequence(words, i, true)?;
+                optional(&mut out, group)?;
             }
-        } else if w.contains('|') {
-            out.push(ArgDoc {
+            "..." => out.push(value("...")),
+            w if w.contains('|') => out.push(ArgDoc {
                 name: "mode".to_string(),
                 kind: Kind::OneOf,
                 choices: w.split('|').map(token).collect(),
                 ..value("")
-            });
-        } else if is_keyword(w) {
-            out.push(token(w));
-        } else {
-            out.push(value(w));
+            }),
+            w if is_keyword(w) => out.push(token(w)),
+            w => out.push(value(w)),
         }
-        i += 1;
     }
-    Ok(out)
+    match inside {
+        true => Err("unclosed [".to_string()),
+        false => Ok(out),
+    }
+}
+
+/// An optional group read: `[name ...]` repeats the argument before it,
+/// `[KW]` is an optional keyword, `[KW value]` an optional value after its
+/// keyword, and `[KW ...more]` a block of arguments after its keyword
+/// (`[BLOCK timeout-ms [MAILBOX mailbox-key]]`).
+fn optional(out: &mut Vec<ArgDoc>, group: Vec<ArgDoc>) -> Result<(), String> {
+    let plain = |a: &ArgDoc| a.kind != Kind::PureToken && !a.optional && a.token.is_none();
+    match group.as_slice() {
+        [a, dots] if dots.name == "..." && plain(a) => {
+            let prev = out.last_mut().ok_or("... without an argument")?;
+            if prev.name != a.name {
+                return Err(format!("[{} ...] after {}", a.name, prev.name));
+            }
+            prev.multiple = true;
+        }
+        [kw] if kw.kind == Kind::PureToken => out.push(ArgDoc {
+            optional: true,
+            ..kw.clone()
+        }),
+        [kw, v] if kw.kind == Kind::PureToken && plain(v) && v.kind != Kind::OneOf => {
+            out.push(ArgDoc {
+                token: kw.token.clone(),
+                optional: true,
+                ..v.clone()
+            })
+        }
+        [kw, rest @ ..]
+            if kw.kind == Kind::PureToken
+                && rest.iter().any(|a| a.optional)
+                && rest.iter().all(|a| a.name != "...") =>
+        {
+            out.push(ArgDoc {
+                kind: Kind::Block,
+                optional: true,
+                choices: rest.to_vec(),
+                ..kw.clone()
+            })
+        }
+        other => {
+            let names: Vec<&str> = other.iter().map(|a| a.name.as_str()).collect();
+            return Err(format!("cannot read [{}]", names.join(" ")));
+        }
+    }
+    Ok(())
 }
 
 /// Writes the tree back as the SPEC writes it.
@@ -140,6 +189,7 @@ pub fn render(args: &[ArgDoc]) -> String {
                 .map(|c| c.token.clone().unwrap_or_default())
                 .collect::<Vec<_>>()
                 .join("|"),
+            (Kind::Block, t) => format!("{} {}", t.clone().unwrap_or_default(), render(&a.choices)),
             (_, Some(t)) => format!("{t} {}", a.name),
             (_, None) => a.name.clone(),
         };

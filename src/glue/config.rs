@@ -21,6 +21,7 @@ pub static KEEP_MIN_INTERVAL_MS: AtomicI64 = AtomicI64::new(s::KEEP_MIN_INTERVAL
 pub static ID_MEMORY_MS: AtomicI64 = AtomicI64::new(s::ID_MEMORY_MS.default);
 pub static MAX_IDS_PER_HOLDER: AtomicI64 = AtomicI64::new(s::MAX_IDS_PER_HOLDER.default);
 pub static MAX_REMEMBERED_IDS: AtomicI64 = AtomicI64::new(s::MAX_REMEMBERED_IDS.default);
+pub static MAILBOX_TTL_MS: AtomicI64 = AtomicI64::new(s::MAILBOX_TTL_MS.default);
 
 pub fn limits() -> Limits {
     Limits {

@@ -8,7 +8,7 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
-use super::commands::spec::{Command, Keys};
+use super::commands::spec::{Command, Keys, POST};
 use crate::core::syntax::{self, ArgDoc, Kind};
 
 /// The release every command first appeared in.
@@ -34,6 +34,7 @@ fn arg(a: &ArgDoc) -> raw::RedisModuleCommandArg {
         Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
         Kind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
         Kind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+        Kind::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
     };
     let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
     if a.optional {
@@ -60,11 +61,20 @@ fn arg(a: &ArgDoc) -> raw::RedisModuleCommandArg {
     }
 }
 
-fn key_spec(keys: Keys) -> Option<raw::RedisModuleCommandKeySpec> {
+/// The key specs of a command: its key(s), then its mailbox if it takes
+/// one (`MAILBOX mailbox-key`, searched for after the positional
+/// arguments, so that cluster routing, `CROSSSLOT` and ACL key patterns
+/// see it as they see the lock key).
+fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
     let (flags, counted) = match keys {
-        Keys::None => return None,
+        Keys::None => return vec![],
         Keys::One(f) => (f, false),
         Keys::Counted(f) => (f, true),
+        Keys::Mailbox(k, from) => {
+            let mut specs = key_specs(*k);
+            specs.push(mailbox_spec(from));
+            return specs;
+        }
     };
     let fk = if counted {
         raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
@@ -75,15 +85,9 @@ fn key_spec(keys: Keys) -> Option<raw::RedisModuleCommandKeySpec> {
             },
         }
     } else {
-        raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
-            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        }
+        one_key()
     };
-    Some(raw::RedisModuleCommandKeySpec {
+    vec![raw::RedisModuleCommandKeySpec {
         notes: ptr::null(),
         flags,
         begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
@@ -96,7 +100,33 @@ fn key_spec(keys: Keys) -> Option<raw::RedisModuleCommandKeySpec> {
             raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE
         },
         fk,
-    })
+    }]
+}
+
+fn one_key() -> raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+    raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+        range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        },
+    }
+}
+
+fn mailbox_spec(from: c_int) -> raw::RedisModuleCommandKeySpec {
+    raw::RedisModuleCommandKeySpec {
+        notes: leak("the mailbox outcomes are appended to"),
+        flags: POST,
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            keyword: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 {
+                keyword: leak("MAILBOX"),
+                startfrom: from,
+            },
+        },
+        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        fk: one_key(),
+    }
 }
 
 /// Redis' arity: positive is exact, negative a minimum (the name counts).
@@ -141,7 +171,10 @@ pub fn register(ctx: &Context, all: &[Command]) {
             history: ptr::null_mut(),
             tips: ptr::null(),
             arity: arity(&args),
-            key_specs: key_spec(d.keys).map_or(ptr::null_mut(), |k| leak_array(vec![k])),
+            key_specs: match key_specs(d.keys) {
+                specs if specs.is_empty() => ptr::null_mut(),
+                specs => leak_array(specs),
+            },
             args: if args.is_empty() {
                 ptr::null_mut()
             } else {

@@ -113,7 +113,29 @@ thread_local! {
     static MOVED_FROM: std::cell::Cell<i32> = const { std::cell::Cell::new(-1) };
 }
 
+/// A connection closed (`freeClient`): the requests it queued through a
+/// mailbox go with it, and what it bound with `KEEP` runs out.
+unsafe extern "C" fn on_client_change(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
+        return;
+    }
+    // SAFETY: for this event Redis passes a live RedisModuleClientInfo.
+    let Some(info) = (unsafe { (data as *const raw::RedisModuleClientInfo).as_ref() }) else {
+        return;
+    };
+    guard::call((), || {
+        waiting::client_gone(info.id);
+        keep::client_closed(info.id);
+    });
+}
+
 pub fn subscribe(ctx: &Context) {
+    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client_change);
     blocking::subscribe(
         ctx,
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,

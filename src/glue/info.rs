@@ -16,6 +16,8 @@ pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 /// Waiters answered with a redirect or `UNBLOCKED`, ungranted: their key's
 /// slot moved, or this master became a replica.
 pub static TURNED_AWAY: AtomicU64 = AtomicU64::new(0);
+/// Queued requests taken back with `LOCK.CANCEL`.
+pub static CANCELLED: AtomicU64 = AtomicU64::new(0);
 
 pub fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);

@@ -30,6 +30,7 @@ mod info;
 mod keep;
 mod key;
 mod kinds;
+mod mailbox;
 mod pending;
 mod percentiles;
 mod replicate;

@@ -23,10 +23,10 @@ fn kinds() -> Vec<&'static KindInfo> {
 
 fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed) as i64;
-    let (blocked, (declared, blocked_edges)) = if for_crash_report {
-        (-1, (-1, -1))
+    let (blocked, mailed, (declared, blocked_edges)) = if for_crash_report {
+        (-1, -1, (-1, -1))
     } else {
-        waiting::gauges().unwrap_or((-1, (-1, -1)))
+        waiting::gauges().unwrap_or((-1, -1, (-1, -1)))
     };
     let edges = if declared < 0 {
         -1
@@ -41,6 +41,7 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
     let keep_bound = if for_crash_report { -1 } else { keep::bound() };
     for (name, v) in [
         ("blocked_clients", blocked),
+        ("mailbox_waiters", mailed),
         ("wait_edges", edges),
         ("wait_edges_declared", declared),
         ("wait_edges_blocked", blocked_edges),
@@ -53,7 +54,7 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
             out.push((format!("{}{name}", k.prefix), c(k.counters.get(*field))));
         }
     }
-    let rest: [(&str, i64); 13] = [
+    let rest: [(&str, i64); 16] = [
         ("keep_renewals", c(&KEEP_RENEWALS)),
         ("keep_lost", c(&KEEP_LOST)),
         ("deadlocks", c(&DEADLOCKS)),
@@ -61,6 +62,9 @@ fn fields(for_crash_report: bool) -> Vec<(String, i64)> {
         ("timeouts", c(&TIMEOUTS)),
         ("handoffs", c(&HANDOFFS)),
         ("turned_away", c(&TURNED_AWAY)),
+        ("cancelled", c(&CANCELLED)),
+        ("mailbox_posts", c(&super::mailbox::POSTED)),
+        ("mailbox_dropped", c(&super::mailbox::DROPPED)),
         ("evicted_held", c(&EVICTED_HELD)),
         (
             "eviction_safe",

@@ -39,7 +39,8 @@ impl Default for Limits {
     }
 }
 
-/// `LOCK.ACQUIRE key holder ttl-ms [BLOCK timeout-ms]`
+/// `LOCK.ACQUIRE key holder ttl-ms [BLOCK timeout-ms [MAILBOX
+/// mailbox-key]] [KEEP]`
 #[derive(Debug)]
 pub struct LockAcquire<'a, A> {
     pub key: &'a A,
@@ -47,6 +48,7 @@ pub struct LockAcquire<'a, A> {
     pub ttl_ms: i64,
     pub block_ms: Option<i64>,
     pub keep: bool,
+    pub mailbox: Option<&'a A>,
 }
 
 /// `LOCK.REENTER` / `LOCK.EXTEND` / `RWLOCK.EXTEND key holder ttl-ms
@@ -57,6 +59,8 @@ pub struct KeyHolderTtl<'a, A> {
     pub holder: &'a [u8],
     pub ttl_ms: i64,
     pub keep: bool,
+    /// `KEEP MAILBOX mailbox-key` (the extends only).
+    pub mailbox: Option<&'a A>,
 }
 
 /// `LOCK.RELEASE key holder`
@@ -75,6 +79,7 @@ pub struct MultiKey<'a, A> {
     pub ttl_ms: i64,
     pub block_ms: Option<i64>,
     pub keep: bool,
+    pub mailbox: Option<&'a A>,
 }
 
 pub use super::number::parse_int;
@@ -101,7 +106,7 @@ fn ttl(arg: &impl Arg, limits: &Limits) -> Result<i64, Error> {
 }
 
 /// The most `NAME value` options a command takes.
-const MAX_OPTIONS: usize = 2;
+const MAX_OPTIONS: usize = 3;
 
 /// Options found: each allowed name's value, in the allowed name's place
 /// (on the stack: nearly every blocking request has one).
@@ -160,6 +165,23 @@ fn block<A: Arg>(opts: &Found<'_, A>, limits: &Limits) -> Result<Option<i64>, Er
         .transpose()
 }
 
+/// `MAILBOX mailbox-key`, which only goes with the option that gives it a
+/// meaning (`BLOCK` on an acquire, `KEEP` on an extend): alone it would
+/// be silently ignored, so it is refused.
+pub(crate) fn mailbox<'a, A>(
+    opts: &Found<'a, A>,
+    with: bool,
+    needs: &'static str,
+) -> Result<Option<&'a A>, Error> {
+    match option(opts, "MAILBOX") {
+        Some(_) if !with => Err(Error::Invalid(needs)),
+        m => Ok(m),
+    }
+}
+
+pub(crate) const MAILBOX_NEEDS_BLOCK: &str = "MAILBOX needs BLOCK timeout-ms";
+pub(crate) const MAILBOX_NEEDS_KEEP: &str = "MAILBOX needs KEEP";
+
 pub fn lock_acquire<'a, A: Arg>(
     args: &'a [A],
     limits: &Limits,
@@ -169,12 +191,14 @@ pub fn lock_acquire<'a, A: Arg>(
     }
     let holder = holder(&args[1], limits)?;
     let ttl_ms = ttl(&args[2], limits)?;
-    let (opts, keep) = options(&args[3..], &["BLOCK"], true)?;
+    let (opts, keep) = options(&args[3..], &["BLOCK", "MAILBOX"], true)?;
+    let block_ms = block(&opts, limits)?;
     Ok(LockAcquire {
         key: &args[0],
         holder,
         ttl_ms,
-        block_ms: block(&opts, limits)?,
+        mailbox: mailbox(&opts, block_ms.is_some(), MAILBOX_NEEDS_BLOCK)?,
+        block_ms,
         keep,
     })
 }
@@ -190,8 +214,28 @@ pub fn key_holder_ttl<'a, A: Arg>(
     key_holder_ttl_keep(args, limits)
 }
 
-/// `key holder ttl-ms [KEEP]` (`LOCK.REENTER`, `LOCK.EXTEND`,
+/// `key holder ttl-ms [KEEP [MAILBOX mailbox-key]]` (`LOCK.EXTEND`,
 /// `RWLOCK.EXTEND`).
+pub fn key_holder_ttl_extend<'a, A: Arg>(
+    args: &'a [A],
+    limits: &Limits,
+) -> Result<KeyHolderTtl<'a, A>, Error> {
+    if args.len() < 3 {
+        return Err(Error::Arity);
+    }
+    let holder = holder(&args[1], limits)?;
+    let ttl_ms = ttl(&args[2], limits)?;
+    let (opts, keep) = options(&args[3..], &["MAILBOX"], true)?;
+    Ok(KeyHolderTtl {
+        key: &args[0],
+        holder,
+        ttl_ms,
+        keep,
+        mailbox: mailbox(&opts, keep, MAILBOX_NEEDS_KEEP)?,
+    })
+}
+
+/// `key holder ttl-ms [KEEP]` (`LOCK.REENTER`).
 pub fn key_holder_ttl_keep<'a, A: Arg>(
     args: &'a [A],
     limits: &Limits,
@@ -207,6 +251,7 @@ pub fn key_holder_ttl_keep<'a, A: Arg>(
         holder,
         ttl_ms,
         keep,
+        mailbox: None,
     })
 }
 
@@ -245,12 +290,14 @@ pub fn lock_macquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Multi
     let (keys, rest) = numkeys(args, 2)?;
     let holder = holder(&rest[0], limits)?;
     let ttl_ms = ttl(&rest[1], limits)?;
-    let (opts, keep) = options(&rest[2..], &["BLOCK"], true)?;
+    let (opts, keep) = options(&rest[2..], &["BLOCK", "MAILBOX"], true)?;
+    let block_ms = block(&opts, limits)?;
     Ok(MultiKey {
         keys,
         holder,
         ttl_ms,
-        block_ms: block(&opts, limits)?,
+        mailbox: mailbox(&opts, block_ms.is_some(), MAILBOX_NEEDS_BLOCK)?,
+        block_ms,
         keep,
     })
 }
@@ -266,6 +313,31 @@ pub fn lock_mrelease<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Multi
         ttl_ms: 0,
         block_ms: None,
         keep: false,
+        mailbox: None,
+    })
+}
+
+/// `LOCK.CANCEL key holder request-id`
+#[derive(Debug)]
+pub struct Cancel<'a, A> {
+    pub key: &'a A,
+    pub holder: &'a [u8],
+    pub request_id: &'a [u8],
+}
+
+pub fn lock_cancel<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<Cancel<'a, A>, Error> {
+    let [key, h, id] = args else {
+        return Err(Error::Arity);
+    };
+    if !super::ids::valid_id(id.bytes()) {
+        return Err(Error::RequestIdLength {
+            max: super::ids::MAX_ID_LEN,
+        });
+    }
+    Ok(Cancel {
+        key,
+        holder: holder(h, limits)?,
+        request_id: id.bytes(),
     })
 }
 

@@ -13,6 +13,7 @@ pub struct RwHold<'a, A> {
     pub ttl_ms: i64,
     pub block_ms: Option<i64>,
     pub keep: bool,
+    pub mailbox: Option<&'a A>,
 }
 
 fn mode(arg: &impl Arg) -> Result<Mode, Error> {
@@ -33,13 +34,15 @@ pub fn rw_acquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<RwHold<'
     let holder = holder(&args[1], limits)?;
     let mode = mode(&args[2])?;
     let ttl_ms = ttl(&args[3], limits)?;
-    let (opts, keep) = options(&args[4..], &["BLOCK"], true)?;
+    let (opts, keep) = options(&args[4..], &["BLOCK", "MAILBOX"], true)?;
+    let block_ms = block(&opts, limits)?;
     Ok(RwHold {
         key: &args[0],
         holder,
         mode,
         ttl_ms,
-        block_ms: block(&opts, limits)?,
+        mailbox: mailbox(&opts, block_ms.is_some(), MAILBOX_NEEDS_BLOCK)?,
+        block_ms,
         keep,
     })
 }
@@ -55,5 +58,6 @@ pub fn rw_release<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<RwHold<'
         ttl_ms: 0,
         block_ms: None,
         keep: false,
+        mailbox: None,
     })
 }

@@ -234,3 +234,44 @@ fn keep_anywhere_once_and_only_where_a_lease_is_taken() {
         Error::Arity
     );
 }
+
+#[test]
+fn mailbox_goes_with_block_on_acquires_and_keep_on_extends() {
+    let l = Limits::default();
+    let a = v("k h 100 BLOCK 5 MAILBOX mb KEEP");
+    let r = lock_acquire(&a, &l).unwrap();
+    assert_eq!(r.mailbox.map(|m| m.bytes()), Some(&b"mb"[..]));
+    assert_eq!(r.block_ms, Some(5));
+    assert!(r.keep);
+    let a = v("k h 100 mailbox mb block 0");
+    assert!(lock_acquire(&a, &l).unwrap().mailbox.is_some());
+    for bad in ["k h 100 MAILBOX mb", "k h 100 KEEP MAILBOX mb"] {
+        let a = v(bad);
+        assert!(
+            matches!(lock_acquire(&a, &l), Err(Error::Invalid(m)) if m == MAILBOX_NEEDS_BLOCK),
+            "{bad}"
+        );
+    }
+    let a = v("k h 100 BLOCK 5 MAILBOX");
+    assert!(matches!(lock_acquire(&a, &l), Err(Error::Syntax)));
+    let a = v("2 a b h 100 BLOCK 5 MAILBOX mb");
+    assert!(lock_macquire(&a, &l).unwrap().mailbox.is_some());
+    let a = v("k h 3 100 PERMITS 2 BLOCK 5 MAILBOX mb");
+    let s = sem_acquire(&a, &l).unwrap();
+    assert_eq!((s.permits, s.mailbox.is_some()), (2, true));
+    let a = v("k h READ 100 BLOCK 5 MAILBOX mb");
+    assert!(rw_acquire(&a, &l).unwrap().mailbox.is_some());
+    // Extends: with KEEP only; reenter and release take none.
+    let a = v("k h 100 KEEP MAILBOX mb");
+    assert!(key_holder_ttl_extend(&a, &l).unwrap().mailbox.is_some());
+    let a = v("k h 100 MAILBOX mb");
+    assert!(
+        matches!(key_holder_ttl_extend(&a, &l), Err(Error::Invalid(m)) if m == MAILBOX_NEEDS_KEEP)
+    );
+    let a = v("k h 100 KEEP MAILBOX mb");
+    assert!(matches!(key_holder_ttl_keep(&a, &l), Err(Error::Syntax)));
+    let a = v("k h 100 PERMITS 1 KEEP MAILBOX mb");
+    assert!(sem_extend(&a, &l).unwrap().mailbox.is_some());
+    let a = v("k h MAILBOX mb");
+    assert!(matches!(sem_release(&a, &l), Err(Error::Syntax)));
+}

@@ -59,6 +59,7 @@ pub fn valid_id(id: &[u8]) -> bool {
 pub struct Spots {
     pub id: Option<usize>,
     pub block: Option<usize>,
+    pub mailbox: Option<usize>,
 }
 
 /// Reads the options from `start` as the commands do (`KEEP` alone, every
@@ -83,6 +84,8 @@ pub fn spots<A: std::ops::Deref<Target = [u8]>>(args: &[A], start: usize) -> Res
             out.id = Some(i + 1);
         } else if name.eq_ignore_ascii_case(b"BLOCK") {
             out.block = Some(i + 1);
+        } else if name.eq_ignore_ascii_case(b"MAILBOX") {
+            out.mailbox = Some(i + 1);
         }
         i += 2;
     }

@@ -258,7 +258,8 @@ fn spots_find_id_and_block_among_options() {
         spots(&args, 3),
         Ok(Spots {
             id: Some(5),
-            block: Some(7)
+            block: Some(7),
+            mailbox: None
         })
     );
     let args: Vec<&[u8]> = vec![b"k", b"h", b"10", b"ID"];

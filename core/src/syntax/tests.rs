@@ -6,6 +6,8 @@ const LINES: &[&str] = &[
     "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP]",
     "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP]",
     "key holder reads writes fence deadline-ms",
+    "key holder ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]",
+    "key holder ttl-ms [KEEP [MAILBOX mailbox-key]] [ID request-id]",
     "",
 ];
 
@@ -43,4 +45,20 @@ fn broken_lines_are_refused() {
     assert!(parse("[key ...]").is_err());
     assert!(parse("key holder [n ...]").is_err());
     assert!(parse("key [a b c]").is_err());
+    assert!(parse("key [BLOCK timeout-ms [MAILBOX mailbox-key]").is_err());
+    assert!(parse("key ]").is_err());
+}
+
+#[test]
+fn a_keyword_with_an_optional_tail_is_a_block() {
+    let args = parse("key [BLOCK timeout-ms [MAILBOX mailbox-key]]").unwrap();
+    let b = &args[1];
+    assert_eq!(
+        (b.kind, b.token.as_deref(), b.optional),
+        (Kind::Block, Some("BLOCK"), true)
+    );
+    assert_eq!(b.choices.len(), 2);
+    assert_eq!(b.choices[0].kind, Kind::Integer);
+    assert!(!b.choices[0].optional && b.choices[1].optional);
+    assert_eq!(b.choices[1].token.as_deref(), Some("MAILBOX"));
 }

@@ -2,8 +2,10 @@
 
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
-use super::{declare_keys, grant_or_wait, try_now, Wait};
+use super::spec::{
+    commands, Ids, Keys, COUNTED_GRANT, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW, RENEW,
+};
+use super::{declare_keys, grant_or_wait, mailbox_of, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::keep::ttl_left;
@@ -21,7 +23,7 @@ use crate::glue::waiting::{self, Attempt, Try};
 commands! {
     c"lock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Acquires (or reenters) a lock with a lease; replies its fencing token, nil when held by another holder.",
-        "O(1)", "key holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::One(GRANT), ids = Ids::After(3);
+        "O(1)", "key holder ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]", Keys::Mailbox(&ONE_GRANT, 4), ids = Ids::After(3);
     c"lock.reenter" => reenter, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Reenters a lock the holder already holds; replies the new reentry count.",
         "O(1)", "key holder ttl-ms [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
@@ -30,16 +32,19 @@ commands! {
         "O(1)", "key holder [ID request-id]", Keys::One(GIVE_BACK), ids = Ids::After(2);
     c"lock.extend" => extend, c"write fast", (1, 1, 1), "write fast",
         "Resets the lease of a held lock.",
-        "O(1)", "key holder ttl-ms [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
+        "O(1)", "key holder ttl-ms [KEEP [MAILBOX mailbox-key]] [ID request-id]", Keys::Mailbox(&ONE_RENEW, 4), ids = Ids::After(3);
     c"lock.info" => info, c"readonly fast", (1, 1, 1), "read fast",
         "Shows a lock's holder, count, fence, lease left, waiters and keep.",
         "O(1)", "key", Keys::One(LOOK);
     c"lock.macquire" => macquire, c"write deny-oom getkeys-api", (0, 0, 0), "write",
         "Acquires several locks all at once or none; replies their fences.",
-        "O(N) where N is the number of keys", "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::Counted(GRANT), ids = Ids::AfterKeys(2);
+        "O(N) where N is the number of keys", "numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]", Keys::Mailbox(&COUNTED_GRANT, 4), ids = Ids::AfterKeys(2);
     c"lock.mrelease" => mrelease, c"write getkeys-api", (0, 0, 0), "write",
         "Releases one reentry of each of several locks, all or none; replies the counts left.",
         "O(N) where N is the number of keys", "numkeys key [key ...] holder [ID request-id]", Keys::Counted(GIVE_BACK), ids = Ids::AfterKeys(1);
+    c"lock.cancel" => cancel, c"write fast", (1, 1, 1), "write fast",
+        "Takes a queued request (MAILBOX or BLOCK) out of its queue by its request-id; replies 1 if it was still queued.",
+        "O(1)", "key holder request-id", Keys::One(GIVE_BACK);
     c"lock.waitfor" => waitfor, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Declares that a holder waits for a key (deadlock detection for clients that wait on their own side).",
         "O(E) where E is the number of wait edges reachable from the key", "key holder ttl-ms", Keys::One(LOOK);
@@ -54,6 +59,7 @@ commands! {
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
     let at = try_now(ctx, req.block_ms);
     let attempt = match kind::closed_to(ctx, req.key, req.holder, at)? {
@@ -64,6 +70,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         holder: req.holder,
         keys: std::slice::from_ref(req.key),
         block_ms: req.block_ms,
+        mailbox,
     };
     let reply = |g: Grant| {
         kind::keep(ctx, req.key, req.holder, client, req.ttl_ms, g.fence);
@@ -95,10 +102,14 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
+    let req = args::key_holder_ttl_extend(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    // Checked before the extend: nothing half-done.
+    let mail = mailbox_of(ctx, req.key, req.mailbox)?.map(|(_, m)| m);
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
-    kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms);
+    keep::losses_to(mail, || {
+        kind::keep_held(ctx, req.key, req.holder, client, req.ttl_ms)
+    });
     Ok(RedisValue::Integer(1))
 }
 
@@ -128,6 +139,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     }
     let req = args::lock_macquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    let mailbox = mailbox_of(ctx, &req.keys[0], req.mailbox)?;
     eviction::check_acquire(ctx)?;
     // Each key's refusal alone (none will wait on what it saw).
     let alone = Try {
@@ -159,6 +171,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         holder: req.holder,
         keys: req.keys,
         block_ms: req.block_ms,
+        mailbox,
     };
     grant_or_wait(
         ctx,
@@ -182,6 +195,12 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
             .map(|c| RedisValue::Integer(c as i64))
             .collect(),
     ))
+}
+
+pub fn cancel(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    let req = args::lock_cancel(&args[1..], &limits())?;
+    let was_queued = waiting::cancel(ctx, req.key, req.holder, req.request_id);
+    Ok(RedisValue::Integer(i64::from(was_queued)))
 }
 
 pub fn waitfor(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {

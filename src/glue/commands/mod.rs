@@ -16,7 +16,9 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use super::blocking;
 use super::info::bump;
+use super::keep;
 use super::kinds::effect::{self, Effect};
+use super::mailbox::{self, Mail};
 use super::types::with_kinds;
 use super::waiting::{self, Attempt, Try, Want};
 use crate::core::args::{self, Arg};
@@ -118,11 +120,13 @@ fn fence_floor() -> Command {
     }
 }
 
-/// What a refused acquire waits for with `BLOCK`.
+/// What a refused acquire waits for with `BLOCK`, and the mailbox it
+/// names (checked: `mailbox_of`).
 struct Wait<'a> {
     holder: &'a [u8],
     keys: &'a [RedisString],
     block_ms: Option<i64>,
+    mailbox: Option<(&'a RedisString, Mail)>,
 }
 
 /// The shape every acquire shares: what `attempt` got is the reply; when it
@@ -140,7 +144,11 @@ fn grant_or_wait<T>(
 ) -> Result<RedisValue, Error> {
     let block = wait.block_ms.filter(|_| will_wait(ctx, wait.block_ms));
     let seen = match attempt {
-        Ok(Attempt::Got(got)) => return Ok(reply(got)),
+        // A `KEEP` hold granted now reports its loss to the mailbox.
+        Ok(Attempt::Got(got)) => {
+            let mail = wait.mailbox.map(|(_, m)| m);
+            return Ok(keep::losses_to(mail, || reply(got)));
+        }
         Ok(Attempt::Refused(seen)) => seen,
         Err(Error::TryAgain) if block.is_some() => None,
         Err(e) => return Err(e),
@@ -148,8 +156,41 @@ fn grant_or_wait<T>(
     bump(contended);
     match block {
         None => Ok(RedisValue::Null),
-        Some(timeout) => waiting::wait(ctx, wait.holder, wait.keys, want(), timeout, seen),
+        Some(timeout) => {
+            let mailbox = wait.mailbox.map(|(k, _)| k);
+            waiting::wait(
+                ctx,
+                wait.holder,
+                wait.keys,
+                (want(), mailbox),
+                timeout,
+                seen,
+            )
+        }
     }
+}
+
+/// A command's `MAILBOX mailbox-key`, checked before anything is tried (a
+/// list or absent, and an `ID` to start its elements with), with where
+/// its posts go.
+fn mailbox_of<'a>(
+    ctx: &Context,
+    key: &RedisString,
+    mailbox: Option<&'a RedisString>,
+) -> Result<Option<(&'a RedisString, Mail)>, Error> {
+    let Some(m) = mailbox else {
+        return Ok(None);
+    };
+    let tag = super::requests::current();
+    mailbox::check(ctx, key.as_slice(), m, tag.as_deref().map(|t| &*t.id))?;
+    Ok(tag.map(|t| {
+        let mail = Mail {
+            db: blocking::selected_db(ctx),
+            key: m.as_slice().into(),
+            rid: (*t.id).into(),
+        };
+        (m, mail)
+    }))
 }
 
 /// Whether a refused request with `block_ms` will wait (`BLOCK` given, and
@@ -183,6 +224,21 @@ fn declare_keys(ctx: &Context, args: &[RedisString], after: usize) -> bool {
     if 2 + n + after <= args.len() {
         for pos in 2..2 + n {
             ctx.key_at_pos(pos as i32);
+        }
+        // `MAILBOX mailbox-key` among the options is a key too.
+        let options = 2 + n + after;
+        let mut i = options;
+        while i + 1 < args.len() {
+            let word = args[i].as_slice();
+            if word.eq_ignore_ascii_case(b"MAILBOX") {
+                ctx.key_at_pos((i + 1) as i32);
+                break;
+            }
+            i += if word.eq_ignore_ascii_case(b"KEEP") {
+                1
+            } else {
+                2
+            };
         }
     }
     true

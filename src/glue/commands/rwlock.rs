@@ -3,8 +3,8 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
-use super::{grant_or_wait, try_now, Wait};
+use super::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
+use super::{grant_or_wait, mailbox_of, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::keep::ttl_left;
@@ -21,13 +21,13 @@ use crate::glue::waiting::{self, Attempt};
 commands! {
     c"rwlock.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Takes a read or write hold of a fair read-write lock; replies the holder's fence, nil when refused.",
-        "O(log N) where N is the number of holders", "key holder READ|WRITE ttl-ms [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::One(GRANT), ids = Ids::After(4);
+        "O(log N) where N is the number of holders", "key holder READ|WRITE ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]", Keys::Mailbox(&ONE_GRANT, 5), ids = Ids::After(4);
     c"rwlock.release" => release, c"write fast", (1, 1, 1), "write fast",
         "Releases one read or write hold; replies [reads, writes] left.",
         "O(log N) where N is the number of holders", "key holder READ|WRITE [ID request-id]", Keys::One(GIVE_BACK), ids = Ids::After(3);
     c"rwlock.extend" => extend, c"write fast", (1, 1, 1), "write fast",
         "Resets a read-write lock holder's lease.",
-        "O(log N) where N is the number of holders", "key holder ttl-ms [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
+        "O(log N) where N is the number of holders", "key holder ttl-ms [KEEP [MAILBOX mailbox-key]] [ID request-id]", Keys::Mailbox(&ONE_RENEW, 4), ids = Ids::After(3);
     c"rwlock.info" => info, c"readonly", (1, 1, 1), "read",
         "Shows a read-write lock's mode, holders, waiters and keep.",
         "O(N) where N is the number of holders", "key", Keys::One(LOOK);
@@ -36,6 +36,7 @@ commands! {
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::rw_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
     // With requests queued a newcomer goes behind them; a holder adding a
     // read hold, the writer reentering and an upgrade do not.
@@ -55,6 +56,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         holder,
         keys: std::slice::from_ref(key),
         block_ms: req.block_ms,
+        mailbox,
     };
     let reply = |g: Grant| {
         kind::keep(ctx, key, holder, client, req.ttl_ms);
@@ -83,10 +85,14 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::key_holder_ttl_keep(&args[1..], &limits())?;
+    let req = args::key_holder_ttl_extend(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    // Checked before the extend: nothing half-done.
+    let mail = mailbox_of(ctx, req.key, req.mailbox)?.map(|(_, m)| m);
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, now_ms())?;
-    kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
+    keep::losses_to(mail, || {
+        kind::keep(ctx, req.key, req.holder, client, req.ttl_ms)
+    });
     Ok(RedisValue::Integer(1))
 }
 

@@ -3,8 +3,8 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Ids, Keys, GIVE_BACK, GRANT, LOOK, RENEW};
-use super::{grant_or_wait, try_now, Wait};
+use super::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
+use super::{grant_or_wait, mailbox_of, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::semaphore::Semaphore;
@@ -20,13 +20,13 @@ use crate::glue::waiting;
 commands! {
     c"sem.acquire" => acquire, c"write deny-oom fast", (1, 1, 1), "write fast",
         "Takes permits of a counting semaphore with a lease per holder; replies the permits the holder holds, nil when not enough are free.",
-        "O(log N) where N is the number of holders", "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms] [KEEP] [ID request-id]", Keys::One(GRANT), ids = Ids::After(4);
+        "O(log N) where N is the number of holders", "key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]", Keys::Mailbox(&ONE_GRANT, 5), ids = Ids::After(4);
     c"sem.release" => release, c"write fast", (1, 1, 1), "write fast",
         "Gives back permits of a semaphore (all by default); replies the permits left.",
         "O(log N) where N is the number of holders", "key holder [PERMITS n] [ID request-id]", Keys::One(GIVE_BACK), ids = Ids::After(2);
     c"sem.extend" => extend, c"write fast", (1, 1, 1), "write fast",
         "Resets a semaphore holder's lease.",
-        "O(log N) where N is the number of holders", "key holder ttl-ms [PERMITS n] [KEEP] [ID request-id]", Keys::One(RENEW), ids = Ids::After(3);
+        "O(log N) where N is the number of holders", "key holder ttl-ms [PERMITS n] [KEEP [MAILBOX mailbox-key]] [ID request-id]", Keys::Mailbox(&ONE_RENEW, 4), ids = Ids::After(3);
     c"sem.info" => info, c"readonly", (1, 1, 1), "read",
         "Shows a semaphore's limit, used and available permits, holders, waiters and keep.",
         "O(N) where N is the number of holders", "key", Keys::One(LOOK);
@@ -35,6 +35,7 @@ commands! {
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
     // With waiters queued nobody overtakes them, whatever they ask for.
     let at = try_now(ctx, req.block_ms);
@@ -48,6 +49,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         holder: req.holder,
         keys: std::slice::from_ref(req.key),
         block_ms: req.block_ms,
+        mailbox,
     };
     let reply = |total: u64| {
         kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
@@ -72,8 +74,12 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::sem_extend(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
+    // Checked before the extend: nothing half-done.
+    let mail = mailbox_of(ctx, req.key, req.mailbox)?.map(|(_, m)| m);
     kind::extend(ctx, req.key, req.holder, req.ttl_ms, req.permits, now_ms())?;
-    kind::keep(ctx, req.key, req.holder, client, req.ttl_ms);
+    keep::losses_to(mail, || {
+        kind::keep(ctx, req.key, req.holder, client, req.ttl_ms)
+    });
     Ok(RedisValue::Integer(1))
 }
 

@@ -34,14 +34,24 @@ pub const GIVE_BACK: u64 = RW | ACCESS | UPDATE;
 pub const RENEW: u64 = RW | ACCESS | UPDATE;
 pub const LOOK: u64 = RO | ACCESS;
 pub const SET: u64 = RW | UPDATE;
+/// A mailbox: outcomes are appended to it (`RPUSH`'s flags).
+pub const POST: u64 = RW | INSERT;
+pub const INSERT: u64 = 64;
 
-/// How the keys are found: one at index 1, or `numkeys key [key ...]`.
+/// How the keys are found: one at index 1, or `numkeys key [key ...]`;
+/// `Mailbox` adds a `MAILBOX mailbox-key` found from the given index on
+/// (after the positional arguments) to either.
 #[derive(Clone, Copy)]
 pub enum Keys {
     None,
     One(u64),
     Counted(u64),
+    Mailbox(&'static Keys, c_int),
 }
+
+pub const ONE_GRANT: Keys = Keys::One(GRANT);
+pub const ONE_RENEW: Keys = Keys::One(RENEW);
+pub const COUNTED_GRANT: Keys = Keys::Counted(GRANT);
 
 /// `COMMAND DOCS`: the syntax line is the SPEC's, read by `core::syntax`.
 #[derive(Clone, Copy)]

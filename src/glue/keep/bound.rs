@@ -42,11 +42,13 @@ impl Lease {
     }
 }
 
-/// How a lease is written again when its binding ends: through its kind.
-#[derive(Clone, Copy)]
+/// How a lease is written again when its binding ends: through its kind;
+/// and the mailbox told when its hold is lost.
+#[derive(Clone)]
 pub struct How {
     pub renew: Renew,
     pub fence: Option<u64>,
+    pub mail: Option<std::rc::Rc<crate::glue::mailbox::Mail>>,
 }
 
 /// Every binding of this server.

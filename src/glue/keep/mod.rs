@@ -10,6 +10,7 @@
 //! (`thaw`). Bindings themselves are neither persisted nor replicated.
 
 mod bound;
+mod lost;
 mod renew;
 mod thaw;
 
@@ -26,6 +27,7 @@ use crate::core::keep::kept_ttl;
 use bound::{How, KeyAt, Lease, BOUND};
 
 pub use bound::{any_bound, held_at, Renew};
+pub use lost::losses_to;
 pub use thaw::Thaw;
 
 pub fn init(ctx: &Context, thaw: Thaw) {
@@ -71,10 +73,13 @@ pub fn bind(
 ) {
     settle();
     let lease = Lease::of(ctx, name, holder);
-    let before = BOUND.with(|b| {
-        b.borrow_mut()
-            .bind(lease, client, ttl_ms, How { renew, fence })
-    });
+    lost::settled(&(lease.db, lease.key.clone()), holder);
+    let how = How {
+        renew,
+        fence,
+        mail: lost::current(),
+    };
+    let before = BOUND.with(|b| b.borrow_mut().bind(lease, client, ttl_ms, how));
     // Bound before to this very hold with this ttl: the command wrote it
     // far away already. A binding of another hold (another fence) never
     // counts: this one is written now.
@@ -113,6 +118,10 @@ pub fn unbind(ctx: &Context, name: &RedisString, holder: &[u8]) {
     if let Some(lease) = bound::lease_if_any(ctx, name, holder) {
         BOUND.with(|b| b.borrow_mut().unbind(&lease));
     }
+    lost::settled(
+        &(super::blocking::selected_db(ctx), name.as_slice().into()),
+        holder,
+    );
 }
 
 pub fn is_bound(ctx: &Context, name: &RedisString, holder: &[u8]) -> bool {
@@ -127,7 +136,8 @@ thread_local! {
 }
 
 enum Gone {
-    Key(KeyAt),
+    /// A key, and whether padlock removed it itself (a release).
+    Key(KeyAt, bool),
     Dbs(Option<i32>, Option<i32>),
 }
 
@@ -137,23 +147,45 @@ fn settle() {
         return;
     }
     let gone = GONE.with(|g| std::mem::take(&mut *g.borrow_mut()));
-    BOUND.with(|b| {
+    let ended: Vec<_> = BOUND.with(|b| {
         let mut b = b.borrow_mut();
-        for g in &gone {
-            g.end(&mut b);
-        }
+        gone.into_iter().map(|g| (g.end(&mut b), g)).collect()
     });
+    for (mails, g) in ended {
+        g.tell(mails);
+    }
 }
 
 impl Gone {
-    fn end(&self, b: &mut bound::Bound) {
-        match self {
-            Gone::Key(k) => {
-                b.drop_key(k);
-            }
-            Gone::Dbs(x, y) => {
-                b.drop_keys(|(db, _)| db_matches(*db, *x, *y));
-            }
+    /// Ends the bindings on what went; the mailboxes of the holds it took
+    /// (bound or not) are returned, to be told.
+    fn end(&self, b: &mut bound::Bound) -> Vec<std::rc::Rc<crate::glue::mailbox::Mail>> {
+        let (ended, unbound) = match self {
+            Gone::Key(k, _) => (b.drop_key(k), lost::key_gone(k)),
+            Gone::Dbs(x, y) => (
+                b.drop_keys(|(db, _)| db_matches(*db, *x, *y)),
+                lost::keys_gone(|(db, _)| db_matches(*db, *x, *y)),
+            ),
+        };
+        ended
+            .into_iter()
+            .filter_map(|x| x.payload.mail)
+            .chain(unbound)
+            .collect()
+    }
+
+    /// Tells the mailboxes their holds are lost (padlock's own delete, a
+    /// release, tells none).
+    fn tell(&self, mails: Vec<std::rc::Rc<crate::glue::mailbox::Mail>>) {
+        let why = match self {
+            Gone::Key(_, true) => return,
+            Gone::Key(_, false) => "removed",
+            Gone::Dbs(None, _) => "flushed",
+            Gone::Dbs(Some(_), None) => "flushed",
+            Gone::Dbs(Some(_), Some(_)) => "swapped",
+        };
+        if !mails.is_empty() {
+            lost::tell(mails, why);
         }
     }
 }
@@ -166,13 +198,13 @@ fn db_matches(db: i32, x: Option<i32>, y: Option<i32>) -> bool {
 fn end(g: Gone) {
     let done = BOUND.with(|b| {
         let Ok(mut b) = b.try_borrow_mut() else {
-            return false;
+            return None;
         };
-        g.end(&mut b);
-        true
+        Some(g.end(&mut b))
     });
-    if !done {
-        GONE.with(|q| q.borrow_mut().push(g));
+    match done {
+        Some(mails) => g.tell(mails),
+        None => GONE.with(|q| q.borrow_mut().push(g)),
     }
 }
 
@@ -180,17 +212,17 @@ fn end(g: Gone) {
 /// evicted, renamed or moved away, trimmed): the bindings of its holds
 /// end, and nothing is written for them (the holds are gone with it).
 /// Called from the types' unlink callback, so it only touches memory.
-pub fn removed(db: i32, name: &[u8], _on_purpose: bool) {
+pub fn removed(db: i32, name: &[u8], on_purpose: bool) {
     // Checked before the key's name is copied: most servers bind nothing.
-    if any_bound() {
-        end(Gone::Key((db, name.into())));
+    if any_bound() || lost::any() {
+        end(Gone::Key((db, name.into()), on_purpose));
     }
 }
 
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (None): every binding of those
 /// keys ends.
 pub fn flushed(db: Option<i32>) {
-    if any_bound() {
+    if any_bound() || lost::any() {
         end(Gone::Dbs(db, None));
     }
 }
@@ -229,6 +261,12 @@ pub fn expiry_set(ctx: &Context, name: &[u8]) {
     renew::ended_by_client(ended);
 }
 
+/// A connection closed (Redis' `freeClient`): what it bound runs out one
+/// ttl from now unless bound again.
+pub fn client_closed(client: u64) {
+    renew::closed(client);
+}
+
 /// Bound leases (for `INFO`); -1 while busy.
 pub fn bound() -> i64 {
     BOUND.with(|b| b.try_borrow().map_or(-1, |b| b.len() as i64))
@@ -237,6 +275,7 @@ pub fn bound() -> i64 {
 /// This server became a replica: it renews nothing any more.
 pub fn clear() {
     renew::clear();
+    lost::clear();
 }
 
 /// This server was promoted (or `SWAPDB` moved keys away from their

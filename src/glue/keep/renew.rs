@@ -46,7 +46,6 @@ thread_local! {
 
 pub fn init(ctx: &Context) {
     TIMER.with(|t| t.init(ctx, fire));
-    blocking::subscribe(ctx, raw::REDISMODULE_EVENT_CLIENT_CHANGE, on_client_change);
 }
 
 pub fn arm(at: i64) {
@@ -93,22 +92,38 @@ fn end_clients(clients: impl IntoIterator<Item = u64>) -> usize {
             .collect()
     });
     let n = ended.len();
+    for e in &ended {
+        note_unbound(e);
+    }
     ENDED.with(|e| e.borrow_mut().extend(ended));
     n
+}
+
+/// A binding with a mailbox ended while its hold stays: the hold's loss is
+/// told should its key go before it is bound again.
+fn note_unbound(e: &Ended) {
+    if let Some(m) = &e.how.mail {
+        let key = (e.lease.db, e.lease.key.clone());
+        super::lost::unbound(key, &e.lease.holder, m.clone());
+    }
 }
 
 /// Bindings a client's own `PEXPIRE`/`PERSIST` ended (see
 /// `keep::expiry_set`): handled at the next timer.
 pub fn ended_by_client(ended: Vec<(Rc<Lease>, i64, How)>) {
-    ENDED.with(|e| {
-        e.borrow_mut()
-            .extend(ended.into_iter().map(|(lease, ttl, how)| Ended {
-                lease,
-                ttl,
-                how,
-                client_expiry: true,
-            }))
-    });
+    let ended: Vec<Ended> = ended
+        .into_iter()
+        .map(|(lease, ttl, how)| Ended {
+            lease,
+            ttl,
+            how,
+            client_expiry: true,
+        })
+        .collect();
+    for e in &ended {
+        note_unbound(e);
+    }
+    ENDED.with(|e| e.borrow_mut().extend(ended));
     arm(now_ms());
 }
 
@@ -205,28 +220,15 @@ fn idle_ms(ctx: &Context, client: u64) -> i64 {
         .map_or(0, |s| (s - 1).max(0).saturating_mul(1000))
 }
 
-unsafe extern "C" fn on_client_change(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    if subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED {
+/// A connection closed: its bindings end at the next timer.
+pub fn closed(client: u64) {
+    if BOUND.with(|b| b.try_borrow().is_ok_and(|b| b.is_empty())) {
         return;
     }
-    // SAFETY: for this event Redis passes a live RedisModuleClientInfo.
-    let Some(info) = (unsafe { (data as *const raw::RedisModuleClientInfo).as_ref() }) else {
-        return;
-    };
-    crate::glue::guard::call((), || {
-        if BOUND.with(|b| b.try_borrow().is_ok_and(|b| b.is_empty())) {
-            return;
+    CLOSED.with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            c.push(client);
         }
-        CLOSED.with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut() {
-                c.push(info.id);
-            }
-        });
-        arm(now_ms());
     });
+    arm(now_ms());
 }

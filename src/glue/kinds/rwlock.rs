@@ -256,6 +256,7 @@ impl Want for Hold {
         ctx: &Context,
         names: &[RedisString],
         holder: &[u8],
+        client: u64,
         now: i64,
     ) -> Result<Option<Granted>, Error> {
         let Some(name) = names.first() else {
@@ -273,7 +274,7 @@ impl Want for Hold {
         )?
         .got();
         if got.is_some() {
-            keep(ctx, name, holder, self.keep, self.ttl_ms);
+            keep(ctx, name, holder, self.keep.map(|_| client), self.ttl_ms);
         }
         Ok(got.map(|g| Granted {
             reply: Reply::Int(g.fence as i64),

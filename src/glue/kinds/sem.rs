@@ -246,6 +246,7 @@ impl Want for Permits {
         ctx: &Context,
         names: &[RedisString],
         holder: &[u8],
+        client: u64,
         now: i64,
     ) -> Result<Option<Granted>, Error> {
         let Some(name) = names.first() else {
@@ -262,7 +263,7 @@ impl Want for Permits {
         )?
         .got();
         if got.is_some() {
-            keep(ctx, name, holder, self.keep, self.ttl_ms);
+            keep(ctx, name, holder, self.keep.map(|_| client), self.ttl_ms);
         }
         Ok(got.map(|total| Granted {
             reply: Reply::Int(total as i64),

@@ -115,10 +115,17 @@ impl Lower {
     }
 }
 
-/// The request's arguments but its id (and `BLOCK`'s value: a resend may
-/// wait less), hashed; the name in lower case.
+/// The request's arguments but its id (and how it waits: `BLOCK`'s value,
+/// a resend may wait less; `MAILBOX mailbox-key`, a resend may wait on a
+/// connection or another mailbox), hashed; the name in lower case.
 fn print_of(args: &[RedisString], name: &[u8], s: &Spots) -> u64 {
-    let skip = |i: usize| Some(i) == s.id || Some(i + 1) == s.id || Some(i) == s.block;
+    let skip = |i: usize| {
+        Some(i) == s.id
+            || Some(i + 1) == s.id
+            || Some(i) == s.block
+            || Some(i) == s.mailbox
+            || Some(i + 1) == s.mailbox
+    };
     let rest = args
         .iter()
         .enumerate()
@@ -160,7 +167,12 @@ fn reply_answer(r: &Reply) -> Option<Answer> {
 
 /// How a resend takes the place of its own request still queued (the
 /// waiting engine's `take_place`).
-pub type TakePlace = fn(&Context, &Tag, Option<&RedisString>) -> Result<Option<RedisValue>, Error>;
+/// It gets the resend's `BLOCK` and `MAILBOX` values.
+pub type TakePlace = fn(
+    &Context,
+    &Tag,
+    (Option<&RedisString>, Option<&RedisString>),
+) -> Result<Option<RedisValue>, Error>;
 
 /// Runs a command that carries `ID`: `full` are its arguments as sent,
 /// `args` without the id, which is all `body` sees.
@@ -190,7 +202,11 @@ pub fn run(
         bump(&REPLAYED);
         return Ok(v);
     }
-    if let Some(v) = take_place(ctx, &tag, s.block.and_then(|i| full.get(i)))? {
+    let waits = (
+        s.block.and_then(|i| full.get(i)),
+        s.mailbox.and_then(|i| full.get(i)),
+    );
+    if let Some(v) = take_place(ctx, &tag, waits)? {
         return Ok(v);
     }
     let at_ms = now_ms();

@@ -9,22 +9,28 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use super::super::blocking::{self, Reply};
 use super::super::config;
+use super::super::mailbox::{self, Mail};
 use super::super::pending as timer;
 use super::super::requests::{self, Tag};
 use super::super::server::now_ms;
-use super::state::{self, KeyId, Seen, Want};
+use super::state::{self, KeyId, Party, Seen, Want};
 use super::{clients, deadlock, handoff};
 use crate::core::error::Error;
 use crate::core::waiters::Entry;
 
-/// Blocks the client on `names` (all in the selected database), behind
-/// everyone already queued there, unless that would deadlock. `seen`: what
-/// the refused attempt read of its one key, so that it is not read again.
+/// The reply of a request queued with `MAILBOX`.
+pub const WAITING: RedisValue = RedisValue::SimpleStringStatic("WAITING");
+
+/// Queues the request on `names` (all in the selected database), behind
+/// everyone already queued there, unless that would deadlock: its client
+/// blocks, or with `mailbox` it is answered `WAITING` and its outcome is
+/// posted there. `seen`: what the refused attempt read of its one key, so
+/// that it is not read again.
 pub fn wait(
     ctx: &Context,
     holder: &[u8],
     names: &[RedisString],
-    want: Rc<dyn Want>,
+    (want, mailbox): (Rc<dyn Want>, Option<&RedisString>),
     timeout_ms: i64,
     seen: Option<Seen>,
 ) -> Result<RedisValue, Error> {
@@ -66,7 +72,11 @@ pub fn wait(
     }
     drop(waits);
     let want_first = want.jumps_queue();
-    let handle = clients::block(ctx);
+    let request = requests::current();
+    let (to, reply) = match (mailbox, &request) {
+        (Some(m), Some(tag)) => (party(ctx, db, m, tag), WAITING),
+        _ => (Party::Blocked(clients::block(ctx)), RedisValue::NoReply),
+    };
     let timeout_at = (timeout_ms > 0).then(|| now + timeout_ms);
     // The keys move into the queue; one key's name is kept for the watch
     // below (a shared name: no copy), several keys are copied.
@@ -75,17 +85,21 @@ pub fn wait(
         _ => (None, keys.clone()),
     };
     state::with(|s| {
+        let handle = match &to {
+            Party::Blocked(h) => h.id(),
+            Party::Mailbox { .. } => s.mailbox_handle(),
+        };
         let entry = Entry {
-            handle: handle.id(),
+            handle,
             timeout_at,
             payload: state::Waiter {
-                handle,
+                to,
                 holder: holder.to_vec(),
                 want,
                 db,
                 since: now,
                 queued: std::time::Instant::now(),
-                request: requests::current(),
+                request,
             },
         };
         let id = s.push(keys, entry, want_first);
@@ -106,17 +120,33 @@ pub fn wait(
             }
         }
     }
-    Ok(RedisValue::NoReply)
+    Ok(reply)
+}
+
+/// A mailbox request belongs to the connection that sent it.
+fn party(ctx: &Context, db: i32, mailbox: &RedisString, tag: &Tag) -> Party {
+    // SAFETY: live context.
+    let client = unsafe { rm!(RedisModule_GetClientId)(ctx.ctx) };
+    Party::Mailbox {
+        client,
+        mail: Mail {
+            db,
+            key: mailbox.as_slice().into(),
+            rid: (*tag.id).into(),
+        },
+    }
 }
 
 /// A resend of a request that still waits (same key, holder and id) takes
-/// its place in the queue, with the resend's timeout; the older sending is
-/// answered nil. None: nothing of it waits (or the resend cannot wait
+/// its place in the queue, with the resend's timeout, and moves to the
+/// resend's connection: a blocked older sending is answered nil; with
+/// `MAILBOX` the resend is answered `WAITING` (the outcome goes to the
+/// resend's mailbox). None: nothing of it waits (or the resend cannot wait
 /// here), and the command runs as usual.
 pub fn take_place(
     ctx: &Context,
     tag: &Tag,
-    block: Option<&RedisString>,
+    (block, mailbox): (Option<&RedisString>, Option<&RedisString>),
 ) -> Result<Option<RedisValue>, Error> {
     let timeout = block
         .and_then(|b| crate::core::args::parse_int(b.as_slice()))
@@ -127,30 +157,42 @@ pub fn take_place(
     if state::with(|s| s.queued(tag)).is_none() {
         return Ok(None);
     }
-    let handle = clients::block(ctx);
+    let (to, reply) = match mailbox {
+        Some(m) => {
+            mailbox::check(ctx, &tag.at.key, m, Some(&tag.id))?;
+            (party(ctx, tag.at.db, m, tag), WAITING)
+        }
+        None => (Party::Blocked(clients::block(ctx)), RedisValue::NoReply),
+    };
     let timeout_at = (timeout > 0).then(|| now_ms() + timeout);
     let swapped = state::with(|s| {
         let Some(id) = s.queued(tag) else {
-            return Err(handle);
+            return Err(to);
         };
-        match s.waiters.hand_over(id, handle.id(), timeout_at) {
-            Some(e) => Ok(std::mem::replace(&mut e.payload.handle, handle)),
-            None => Err(handle),
-        }
+        let handle = match &to {
+            Party::Blocked(h) => h.id(),
+            Party::Mailbox { .. } => s.mailbox_handle(),
+        };
+        s.rehome(id, to, handle, timeout_at)
     });
     match swapped {
-        Ok(old) => clients::wake(old, Reply::Nil, None),
+        Ok(Party::Blocked(old)) => clients::wake(old, Reply::Nil, None),
+        // The same request, heard of where it is now.
+        Ok(Party::Mailbox { .. }) => {}
         // Nothing ran between the look and the swap; should it ever not be
         // there, the resend is told to send again rather than left blocked.
         Err(new) => {
-            let msg = Error::Invalid("request stopped waiting, send it again").message();
-            clients::wake(new, Reply::Error(msg), None);
+            let why = Error::Invalid("request stopped waiting, send it again");
+            match new {
+                Party::Blocked(h) => clients::wake(h, Reply::Error(why.message()), None),
+                Party::Mailbox { .. } => return Err(why),
+            }
         }
     }
     if let Some(t) = timeout_at {
         timer::arm(t);
     }
-    Ok(Some(RedisValue::NoReply))
+    Ok(Some(reply))
 }
 
 /// Refuses a wait past `max-waiters-per-key` or `max-waiters`.

@@ -15,7 +15,9 @@ use redis_module::Context;
 use super::super::blocking::{self, Reply};
 use super::super::config;
 use super::super::info;
+use super::super::keep;
 use super::super::key::Key;
+use super::super::mailbox;
 use super::super::requests;
 use super::super::server::now_ms;
 use super::clients;
@@ -68,42 +70,44 @@ pub fn serve_ready(ctx: &Context) {
 }
 
 /// Wakes, with nil, every waiter whose BLOCK timeout has come.
-pub fn time_out(now: i64) {
+pub fn time_out(ctx: &Context, now: i64) {
     let due = state::with(|s| s.waiters.timed_out(now));
-    dismiss(due, &Reply::Nil, &info::TIMEOUTS);
+    dismiss(Some(ctx), due, &Reply::Nil, &info::TIMEOUTS);
 }
 
 /// Answers every waiter on `key` with `reply`, ungranted: its slot is no
 /// longer this node's to grant.
-pub fn turn_away(key: &KeyId, reply: &Reply) {
+pub fn turn_away(ctx: &Context, key: &KeyId, reply: &Reply) {
     let mut ids = Vec::new();
     state::with(|s| {
         while let Some(id) = s.waiters.head(key) {
             ids.extend(s.take(id).map(|taken| (id, taken)));
         }
     });
-    wake_all(ids, reply, &info::TURNED_AWAY);
+    wake_all(Some(ctx), ids, reply, &info::TURNED_AWAY);
 }
 
 /// Answers every waiter with `reply`, ungranted (this node stopped being a
-/// master: like Redis' own blocked clients, they are told at once).
+/// master: like Redis' own blocked clients, they are told at once; a
+/// replica posts to no mailbox).
 pub fn turn_away_all(reply: &Reply) {
     let ids = state::with(|s| s.waiters.ids());
-    dismiss(ids, reply, &info::TURNED_AWAY);
+    dismiss(None, ids, reply, &info::TURNED_AWAY);
 }
 
-fn dismiss(ids: Vec<WaiterId>, reply: &Reply, counter: &AtomicU64) {
+/// Takes waiters out of the queues and answers them, ungranted.
+pub fn dismiss(ctx: Option<&Context>, ids: Vec<WaiterId>, reply: &Reply, counter: &AtomicU64) {
     let taken = state::with(|s| {
         ids.into_iter()
             .filter_map(|id| Some((id, s.take(id)?)))
             .collect()
     });
-    wake_all(taken, reply, counter);
+    wake_all(ctx, taken, reply, counter);
 }
 
 type Taken = (WaiterId, (Vec<KeyId>, Entry<state::Waiter>));
 
-fn wake_all(taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
+fn wake_all(ctx: Option<&Context>, taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
     state::with(|s| {
         for (id, (_, e)) in &taken {
             s.graph.remove_blocked(&e.payload.holder, *id);
@@ -111,8 +115,22 @@ fn wake_all(taken: Vec<Taken>, reply: &Reply, counter: &AtomicU64) {
     });
     for (_, (keys, e)) in taken {
         info::bump(counter);
-        clients::wake(e.payload.handle, reply.clone(), None);
+        tell(ctx, e.payload.to, reply.clone(), None);
         timer::note(keys.into_iter().map(|k| k.name));
+    }
+}
+
+/// Tells a waiter taken out of its queues its outcome: its blocked client
+/// is woken, its mailbox posted to (where `ctx` may write; a replica
+/// posts nothing).
+pub fn tell(ctx: Option<&Context>, to: state::Party, reply: Reply, undo: Option<Undo>) {
+    match to {
+        state::Party::Blocked(h) => clients::wake(h, reply, undo),
+        state::Party::Mailbox { mail, .. } => {
+            if let Some(ctx) = ctx {
+                mailbox::post(ctx, &mail, &reply);
+            }
+        }
     }
 }
 
@@ -146,21 +164,35 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
             .is_some_and(|t| t <= now_ms())
         {
             // Its time ran out first: nil, and on to the next in line.
-            time_out(now_ms());
+            time_out(ctx, now_ms());
             continue;
         }
         // The waiter stays queued while its kind decides (no borrow of the
         // state across that call); it is taken out only once granted.
-        let Some((keys, holder, db, want)) = state::with(|s| {
+        let Some((keys, holder, db, want, client, mail)) = state::with(|s| {
             let (keys, e) = s.waiters.get(id)?;
             let w = &e.payload;
-            Some((keys.clone(), w.holder.clone(), w.db, w.want.clone()))
+            let mail = match &w.to {
+                state::Party::Mailbox { mail, .. } => Some(mail.clone()),
+                state::Party::Blocked(_) => None,
+            };
+            Some((
+                keys.clone(),
+                w.holder.clone(),
+                w.db,
+                w.want.clone(),
+                w.to.client_id(),
+                mail,
+            ))
         }) else {
             break;
         };
         let outcome = blocking::in_db(ctx, db, || {
             let names: Vec<_> = keys.iter().map(|k| k.name(ctx)).collect();
-            want.try_grant(ctx, &names, &holder, now_ms())
+            // A `KEEP` grant through a mailbox reports its loss there.
+            keep::losses_to(mail, || {
+                want.try_grant(ctx, &names, &holder, client, now_ms())
+            })
         });
         let (reply, take_back) = match outcome {
             Ok(Some(g)) => (g.reply, Some(g.take_back)),
@@ -195,14 +227,19 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
         if let Some(tag) = &request {
             blocking::in_db(ctx, db, || requests::granted(ctx, tag.clone(), &reply));
         }
-        let undo = take_back.map(|take_back| Undo {
-            db,
-            keys: keys.into_iter().map(|k| k.name.to_vec()).collect(),
-            holder,
-            take_back,
-            request,
-        });
-        clients::wake(e.payload.handle, reply, undo);
+        // A mailbox post cannot get lost on its way as a reply can: its
+        // grant needs no undo.
+        let undo = match &e.payload.to {
+            state::Party::Blocked(_) => take_back.map(|take_back| Undo {
+                db,
+                keys: keys.into_iter().map(|k| k.name.to_vec()).collect(),
+                holder,
+                take_back,
+                request,
+            }),
+            state::Party::Mailbox { .. } => None,
+        };
+        tell(Some(ctx), e.payload.to, reply, undo);
     }
 }
 

@@ -19,6 +19,7 @@ mod clients;
 mod deadlock;
 mod enqueue;
 mod handoff;
+mod mailed;
 mod recover;
 mod slots;
 mod state;
@@ -30,6 +31,7 @@ use std::rc::Rc;
 use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::blocking::{self, Reply};
+use super::mailbox;
 use super::pending as timer;
 use super::requests;
 use super::server::now_ms;
@@ -126,13 +128,16 @@ pub fn hot_keys() -> Vec<Hot> {
     .unwrap_or_default()
 }
 
-/// (blocked clients, live wait edges) for `INFO`; None while busy.
-pub fn gauges() -> Option<(i64, (i64, i64))> {
+/// (blocked clients, mailbox waiters, live wait edges) for `INFO`; None
+/// while busy.
+pub fn gauges() -> Option<(i64, i64, (i64, i64))> {
     let now = now_ms();
     state::peek(|s| {
         let (declared, blocked) = s.graph.counts(now);
+        let mailed = s.mailbox_waiters() as i64;
         (
-            s.waiters.waiting() as i64,
+            s.waiters.waiting() as i64 - mailed,
+            mailed,
             (declared as i64, blocked as i64),
         )
     })
@@ -167,6 +172,7 @@ pub fn serve_ready(ctx: &Context) {
 
 pub use deadlock::{graph, top, waitfor};
 pub use enqueue::{take_place, wait};
+pub use mailed::{cancel, client_gone};
 pub use slots::may_touch;
 
 /// A key's expiry was moved by hand (`PEXPIRE`, `EXPIREAT`, ...): re-time
@@ -218,20 +224,27 @@ pub fn demoted() {
 fn on_timer(ctx: &Context) {
     timer::fired();
     let now = now_ms();
-    handoff::time_out(now);
+    mailed::settle();
+    // Posts for timed-out mailbox waiters wait in the outbox while
+    // padlock may not write.
+    handoff::time_out(ctx, now);
     if !blocking::is_master(ctx) {
-        // Demoted: like Redis' own blocked clients, waiters are told now.
+        // Demoted: like Redis' own blocked clients, waiters are told now
+        // (a replica posts to no mailbox: its master's are its own).
         handoff::turn_away_all(&Reply::Error(UNBLOCKED.to_owned()));
+        mailbox::forget_all();
         return;
     }
     if !blocking::may_write(ctx) {
-        // Paused or loading: hand-offs and take-backs wait (nothing is
-        // lost: noted keys, due leases and lost grants stay noted).
-        if !state::nobody_waits() || recover::any_lost() {
+        // Paused or loading: hand-offs, posts and take-backs wait
+        // (nothing is lost: noted keys, due leases, lost grants and posts
+        // stay noted).
+        if !state::nobody_waits() || recover::any_lost() || mailbox::any_later() {
             timer::arm(now + blocking::PAUSED_POLL_MS);
         }
         return;
     }
+    mailbox::flush(ctx);
     recover::take_back(ctx);
     let pending = timer::take_pending();
     let names: Set<Rc<[u8]>> = pending.names.into_iter().collect();
@@ -250,7 +263,7 @@ fn on_timer(ctx: &Context) {
     let mut slots = slots::Slots::default();
     for key in due {
         match slots.redirect(ctx, &key) {
-            Some(to) => handoff::turn_away(&key, &Reply::Error(to)),
+            Some(to) => handoff::turn_away(ctx, &key, &Reply::Error(to)),
             None => handoff::note_ready(key),
         }
     }

@@ -8,7 +8,7 @@
 //! mutably. Every `with` body is plain Rust; code that must read keys reads
 //! them first, or between short borrows (see `deadlock::check`).
 
-use crate::core::hash::Map;
+use crate::core::hash::{Map, Set};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -20,6 +20,7 @@ use crate::core::ids::Address;
 use crate::core::queue::WaiterId;
 use crate::core::waiters::{Entry, Waiters};
 use crate::core::waitgraph::{Held, Need, WaitGraph};
+use crate::glue::mailbox::Mail;
 use crate::glue::requests::Tag;
 use crate::glue::types::Stored;
 
@@ -59,11 +60,14 @@ pub trait Want {
     /// yet (not asked again in this serving pass); `Err(TryAgain)`: the
     /// restart grace (asked again when it ends); another error wakes the
     /// waiter with it.
+    /// `client`: the connection the request belongs to now (a `KEEP`
+    /// grant binds there; a resend may have moved it).
     fn try_grant(
         &self,
         ctx: &Context,
         names: &[RedisString],
         holder: &[u8],
+        client: u64,
         now_ms: i64,
     ) -> Result<Option<Granted>, Error>;
 
@@ -173,8 +177,37 @@ pub trait TakeBack {
     fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]);
 }
 
+/// Who hears a waiter's outcome: its blocked client, or its mailbox (a
+/// `MAILBOX` request, which blocks nothing but still belongs to the
+/// connection that queued it: `client`).
+pub enum Party {
+    Blocked(Handle),
+    Mailbox { client: u64, mail: Mail },
+}
+
+impl Party {
+    /// The connection the request belongs to (a `KEEP` grant binds there).
+    pub fn client_id(&self) -> u64 {
+        match self {
+            Party::Blocked(h) => h.client_id(),
+            Party::Mailbox { client, .. } => *client,
+        }
+    }
+
+    fn mailbox_client(&self) -> Option<u64> {
+        match self {
+            Party::Blocked(_) => None,
+            Party::Mailbox { client, .. } => Some(*client),
+        }
+    }
+}
+
+/// `Entry::handle` of mailbox waiters: apart from every blocked client's
+/// handle (a pointer, never this high).
+const MAILBOX_HANDLES: usize = 1 << (usize::BITS - 1);
+
 pub struct Waiter {
-    pub handle: Handle,
+    pub to: Party,
     pub holder: Vec<u8>,
     pub want: Rc<dyn Want>,
     pub db: i32,
@@ -198,16 +231,27 @@ pub struct State {
     /// The databases anyone ever waited in: where a key noted by name
     /// alone (an unlink callback knows no database) may have waiters.
     pub dbs: std::collections::BTreeSet<i32>,
+    /// Mailbox waiters by the connection they belong to (dropped when it
+    /// closes), and the next handle one gets.
+    by_client: Map<u64, Set<WaiterId>>,
+    next_mailbox: usize,
 }
 
 impl State {
     /// Queues a waiter (at the front when `first`), indexing its id.
+    /// A handle for a mailbox waiter, unlike any other in the queues.
+    pub fn mailbox_handle(&mut self) -> usize {
+        self.next_mailbox = self.next_mailbox.wrapping_add(1) & !MAILBOX_HANDLES;
+        MAILBOX_HANDLES | self.next_mailbox
+    }
+
     pub fn push(&mut self, keys: Vec<KeyId>, entry: Entry<Waiter>, first: bool) -> WaiterId {
         let request = entry
             .payload
             .request
             .as_ref()
             .map(|t| (t.at.clone(), t.id.clone()));
+        let client = entry.payload.to.mailbox_client();
         self.dbs.extend(keys.iter().map(|k| k.db));
         let id = match keys.as_slice() {
             [key] if first => self.waiters.push_front(key.clone(), entry),
@@ -216,7 +260,60 @@ impl State {
         if let Some(r) = request {
             self.by_request.insert(r, id);
         }
+        if let Some(c) = client {
+            self.by_client.entry(c).or_default().insert(id);
+        }
         id
+    }
+
+    fn unindex_client(&mut self, client: Option<u64>, id: WaiterId) {
+        let Some(c) = client else { return };
+        if let Some(ids) = self.by_client.get_mut(&c) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_client.remove(&c);
+            }
+        }
+    }
+
+    /// A resend takes its request's place (its timeout, and who hears the
+    /// outcome, are the resend's); the party it replaces is returned.
+    pub fn rehome(
+        &mut self,
+        id: WaiterId,
+        to: Party,
+        handle: usize,
+        timeout_at: Option<i64>,
+    ) -> Result<Party, Party> {
+        let new_client = to.mailbox_client();
+        let Some(e) = self.waiters.hand_over(id, handle, timeout_at) else {
+            return Err(to);
+        };
+        let old = std::mem::replace(&mut e.payload.to, to);
+        self.unindex_client(old.mailbox_client(), id);
+        if let Some(c) = new_client {
+            self.by_client.entry(c).or_default().insert(id);
+        }
+        Ok(old)
+    }
+
+    /// How many wait through a mailbox (for `INFO`).
+    pub fn mailbox_waiters(&self) -> usize {
+        self.by_client.values().map(|ids| ids.len()).sum()
+    }
+
+    /// The mailbox waiters of a connection that closed.
+    pub fn of_client(&self, client: u64) -> Vec<WaiterId> {
+        self.by_client
+            .get(&client)
+            .map_or_else(Vec::new, |ids| ids.iter().copied().collect())
+    }
+
+    /// The waiter queued with this request-id on its (first) key, whatever
+    /// its arguments (`LOCK.CANCEL`).
+    pub fn by_id(&self, at: &Address, id: &[u8]) -> Option<WaiterId> {
+        let found = *self.by_request.get(&(at.clone(), id.into()))?;
+        self.waiters.get(found).map(|_| found)
     }
 
     /// Takes a waiter out of the queues and the id index.
@@ -228,6 +325,7 @@ impl State {
                 self.by_request.remove(&k);
             }
         }
+        self.unindex_client(taken.1.payload.to.mailbox_client(), id);
         Some(taken)
     }
 

@@ -328,6 +328,7 @@ impl Want for Locks {
         ctx: &Context,
         names: &[RedisString],
         holder: &[u8],
+        client: u64,
         now: i64,
     ) -> Result<Option<Granted>, Error> {
         let fences = match (self.multi, names) {
@@ -339,7 +340,14 @@ impl Want for Locks {
             (false, _) => None,
         };
         for (name, fence) in names.iter().zip(fences.iter().flatten()) {
-            keep(ctx, name, holder, self.keep, self.ttl_ms, *fence);
+            keep(
+                ctx,
+                name,
+                holder,
+                self.keep.map(|_| client),
+                self.ttl_ms,
+                *fence,
+            );
         }
         Ok(fences.map(|fs| Granted {
             reply: match (self.multi, fs.as_slice()) {

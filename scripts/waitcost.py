@@ -1,0 +1,151 @@
+"""What one waiter costs the server, for `make bench` (SPEC: a MAILBOX waiter
+costs at most what a BLPOP waiter costs): the whole server process under
+callgrind (every instruction of the event loop, networking and reply
+included, not only `call()`), from the moment `n` waiters start to queue
+until the last has its outcome, divided by `n`. Side by side on one binary:
+
+- `BLPOP`: n connections each `BLPOP l:i 0`, then one connection `RPUSH`es
+  each list (pipelined): each waiter woken with its element;
+- `LOCK.ACQUIRE ... BLOCK`: n locks held, n connections each block on one,
+  then one connection releases each (pipelined): each waiter granted;
+- `LOCK.ACQUIRE ... BLOCK ... MAILBOX`: n locks held, one connection
+  pipelines the n acquires (each answered `WAITING`), then one connection
+  releases each (each grant posted to a mailbox), and the outcomes are read
+  back (`LPOP`, as a client's mailbox reader does): queue, grant, post and
+  read;
+- the same MAILBOX waiters timing out (BLOCK 1) instead of being granted.
+
+    python scripts/waitcost.py [server-binary] [n]
+"""
+
+import glob
+import os
+import socket
+import sys
+import time
+
+import redis
+
+from cost import Node
+
+N = 2000
+
+
+def resp(*args):
+    return args
+
+
+def wire(args):
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def pipeline(port, commands):
+    """Sends every command on one connection and reads every reply."""
+    c = redis.Redis(port=port, socket_timeout=120)
+    p = c.pipeline(transaction=False)
+    for cmd in commands:
+        p.execute_command(*cmd)
+    p.execute(raise_on_error=False)
+    c.close()
+
+
+def blockers(port, commands):
+    socks = []
+    for cmd in commands:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(wire(cmd))
+        socks.append(s)
+    return socks
+
+
+def drain(socks):
+    for s in socks:
+        s.settimeout(30)
+        s.recv(1 << 16)
+        s.close()
+
+
+def window(node, run):
+    node.control("-z")
+    run()
+    before = set(glob.glob(node.out + "*"))
+    node.control("-d")
+    dump = max(set(glob.glob(node.out + "*")) - before, key=os.path.getmtime)
+    with open(dump) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError("no totals")
+
+
+def wait_until(r, pred, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("timed out")
+
+
+def hold_all(node, n):
+    node.r.flushall()
+    pipeline(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "owner", 600000) for i in range(n)])
+
+
+def measure(binary, n=N):
+    node = Node(binary, callgrind="all")
+    out = {}
+    try:
+        r = node.r
+
+        def blpop():
+            socks = blockers(node.port, [resp("BLPOP", f"l:{i}", 0) for i in range(n)])
+            wait_until(r, lambda: r.info("clients")["blocked_clients"] == n)
+            pipeline(node.port, [resp("RPUSH", f"l:{i}", "x") for i in range(n)])
+            drain(socks)
+        r.flushall()
+        out["BLPOP (block, woken by RPUSH)"] = window(node, blpop) / n
+
+        def block():
+            socks = blockers(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "w", 60000, "BLOCK", 0)
+                                         for i in range(n)])
+            wait_until(r, lambda: r.info("padlock")["padlock_blocked_clients"] == n)
+            pipeline(node.port, [resp("LOCK.RELEASE", f"k:{i}", "owner") for i in range(n)])
+            drain(socks)
+        hold_all(node, n)
+        out["LOCK.ACQUIRE BLOCK (block, granted)"] = window(node, block) / n
+
+        def mailbox():
+            pipeline(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "w", 60000, "BLOCK", 0,
+                                      "MAILBOX", "mb", "ID", f"r{i}") for i in range(n)])
+            pipeline(node.port, [resp("LOCK.RELEASE", f"k:{i}", "owner") for i in range(n)])
+            pipeline(node.port, [resp("LPOP", "mb") for _ in range(n)])
+        hold_all(node, n)
+        out["LOCK.ACQUIRE BLOCK MAILBOX (queued, granted, posted, read)"] = window(node, mailbox) / n
+
+        def timeout():
+            pipeline(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "w", 60000, "BLOCK", 1,
+                                      "MAILBOX", "mb", "ID", f"t{i}") for i in range(n)])
+            wait_until(r, lambda: r.llen("mb") == n)
+            pipeline(node.port, [resp("LPOP", "mb") for _ in range(n)])
+        hold_all(node, n)
+        out["LOCK.ACQUIRE BLOCK 1 MAILBOX (queued, timed out, posted, read)"] = window(node, timeout) / n
+        return out
+    finally:
+        node.stop()
+
+
+def main():
+    binary = sys.argv[1] if len(sys.argv) > 1 else "redis-server"
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else N
+    res = measure(binary, n)
+    base = res["BLPOP (block, woken by RPUSH)"]
+    print("| waiter | instructions per waiter | vs BLPOP |")
+    print("| --- | --- | --- |")
+    for name, v in res.items():
+        print(f"| {name} | {v:,.0f} | {v / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+//! Mailboxes (`MAILBOX mailbox-key`): lists a queued request's outcome, or
+//! a bound hold's loss, is appended to, so that a caller waits with
+//! `BLPOP` on a connection it shares with every other wait instead of
+//! holding one per wait. A post is an `RPUSH` in every way a client can
+//! see: it wakes `BLPOP`, fires the `rpush` event, touches `WATCH`, and is
+//! replicated (with the mailbox's expiry as an absolute `PEXPIREAT`) in the
+//! same atomic step as the grant it reports.
+//!
+//! Posts happen where padlock may write (a command, or its timer while a
+//! master that is not paused or loading); one that comes where it may not
+//! (a callback that removed a bound key, a paused server) waits in the
+//! outbox for the next timer pass that may.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis_module::{raw, Context, ContextFlags, KeyType, NotifyEvent, RedisString};
+
+use super::blocking::{self, Reply};
+use super::config;
+use super::server::now_ms;
+use crate::core::cluster;
+use crate::core::error::Error;
+
+/// Where one request's outcomes go: the mailbox (in the request's
+/// database) and the request-id that starts each element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mail {
+    pub db: i32,
+    pub key: Rc<[u8]>,
+    pub rid: Rc<[u8]>,
+}
+
+/// Outcomes appended, and those dropped because the mailbox had become
+/// another type (for `INFO padlock`).
+pub static POSTED: AtomicU64 = AtomicU64::new(0);
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Posts that came where padlock may not write.
+    static OUTBOX: RefCell<Vec<(Mail, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A mailbox named by a command must be a list or absent, in the slot of
+/// the request's `key` in a cluster, and the request must carry an id
+/// without a space (each element is `<id> <reply>`). Redis checks the
+/// slot itself from the key specs where its cluster reads them (7.2 and
+/// later); 7.0 reads only the first key, so padlock checks too.
+pub fn check(
+    ctx: &Context,
+    key: &[u8],
+    mailbox: &RedisString,
+    rid: Option<&[u8]>,
+) -> Result<(), Error> {
+    if ctx.get_flags().contains(ContextFlags::CLUSTER)
+        && cluster::key_slot(key) != cluster::key_slot(mailbox.as_slice())
+    {
+        return Err(Error::CrossSlot);
+    }
+    match rid {
+        None => return Err(Error::Invalid("MAILBOX needs ID request-id")),
+        Some(r) if r.contains(&b' ') => {
+            return Err(Error::Invalid(
+                "a request-id used with MAILBOX may not contain a space",
+            ))
+        }
+        Some(_) => {}
+    }
+    match ctx.open_key(mailbox).key_type() {
+        KeyType::Empty | KeyType::List => Ok(()),
+        _ => Err(Error::WrongType),
+    }
+}
+
+/// The element for `reply`: the reply a blocked request would have got,
+/// as text (fences joined by `,`, `nil`, or `-` and the error line).
+pub fn element(rid: &[u8], reply: &Reply) -> Vec<u8> {
+    let text = match reply {
+        Reply::Nil => "nil".to_string(),
+        Reply::Int(v) => v.to_string(),
+        Reply::Ints(vs) => vs
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        Reply::Error(e) => format!("-{e}"),
+    };
+    let mut out = Vec::with_capacity(rid.len() + 1 + text.len());
+    out.extend_from_slice(rid);
+    out.push(b' ');
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+/// Appends `reply` for `mail` now if padlock may write here, else at the
+/// next timer pass that may.
+pub fn post(ctx: &Context, mail: &Mail, reply: &Reply) {
+    let e = element(&mail.rid, reply);
+    if blocking::may_write(ctx) {
+        write(ctx, mail, &e);
+    } else {
+        later(mail.clone(), e);
+    }
+}
+
+/// Queues a post from where nothing may be written (a type's callback).
+pub fn later(mail: Mail, element: Vec<u8>) {
+    OUTBOX.with(|o| o.borrow_mut().push((mail, element)));
+    super::pending::arm(now_ms());
+}
+
+/// Whether posts wait for a timer pass that may write.
+pub fn any_later() -> bool {
+    OUTBOX.with(|o| !o.borrow().is_empty())
+}
+
+/// Posts what waited, from a timer pass that may write.
+pub fn flush(ctx: &Context) {
+    if !any_later() {
+        return;
+    }
+    let posts = OUTBOX.with(|o| std::mem::take(&mut *o.borrow_mut()));
+    for (mail, e) in posts {
+        write(ctx, &mail, &e);
+    }
+}
+
+/// This server became a replica: it posts nothing any more (its master's
+/// view of those requests is its own).
+pub fn forget_all() {
+    OUTBOX.with(|o| o.borrow_mut().clear());
+}
+
+fn write(ctx: &Context, mail: &Mail, element: &[u8]) {
+    blocking::in_db(ctx, mail.db, || {
+        let name = RedisString::create_from_slice(ctx.ctx, &mail.key);
+        let key = ctx.open_key_writable(&name);
+        if !matches!(key.key_type(), KeyType::Empty | KeyType::List) {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let ttl = config::MAILBOX_TTL_MS.load(Ordering::Relaxed).max(1);
+        let value = RedisString::create_from_slice(ctx.ctx, element);
+        if key.list_push_tail(value) != raw::Status::Ok {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let _ = key.set_expire(Duration::from_millis(ttl as u64));
+        drop(key);
+        let at = (now_ms() + ttl).to_string();
+        ctx.replicate("RPUSH", &[&mail.key[..], element][..]);
+        ctx.replicate("PEXPIREAT", &[&mail.key[..], at.as_bytes()][..]);
+        // The module does without implicit signals (see `glue::init`):
+        // WATCH and client tracking see the push as they see RPUSH's.
+        // SAFETY: live context and a string it owns.
+        unsafe {
+            rm!(RedisModule_SignalModifiedKey)(ctx.ctx, name.inner);
+        }
+        ctx.notify_keyspace_event(NotifyEvent::LIST, "rpush", &name);
+        POSTED.fetch_add(1, Ordering::Relaxed);
+    });
+}
