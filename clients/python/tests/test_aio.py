@@ -47,7 +47,7 @@ def test_waiters_are_served_in_order(server):
         tasks = []
         for i in range(3):
             tasks.append(asyncio.create_task(worker(i)))
-            while (await r.info("padlock"))["padlock_blocked_clients"] < i + 1:
+            while (await r.info("padlock"))["padlock_mailbox_waiters"] < i + 1:
                 await asyncio.sleep(0.01)
         await first.release()
         await asyncio.gather(*tasks)

@@ -147,7 +147,7 @@ def test_deadlock_error_carries_the_cycle(r):
     waiter = Lock(r, "a1", holder="t2", ttl=5)
     th = threading.Thread(target=waiter.acquire, daemon=True)
     th.start()
-    assert wait_for(lambda: r.info("padlock")["padlock_blocked_clients"] == 1)
+    assert wait_for(lambda: r.info("padlock")["padlock_mailbox_waiters"] == 1)
     with pytest.raises(DeadlockError) as e:
         Lock(r, "a2", holder="t1", ttl=5).acquire()
     assert e.value.cycle == ["t1", "a2", "t2", "a1", "t1"]

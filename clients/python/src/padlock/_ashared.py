@@ -1,6 +1,8 @@
 """What the asyncio holds of an event loop share (as `_shared` for the
-blocking ones): one watcher task for all of them, and per server one
-connection (the keeper) that carries their commands and `KEEP` bindings."""
+blocking ones): one watcher task for all of them, and per server two
+connections: the keeper, which carries their commands and `KEEP`
+bindings, and the mailman's, on which one task waits with `BLPOP` for the
+outcomes of every wait (`MAILBOX`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import logging
 import os
 import heapq
 import itertools
+import uuid
 import weakref
 from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
 
@@ -162,12 +165,166 @@ class Keeper:
 _KEEPERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[Any, dict[str, Keeper]]]" = (
     weakref.WeakKeyDictionary())
 
+#: The longest one command of a mailbox wait may take (seconds), and how
+#: much longer than its BLOCK timeout its outcome may take to be mailed.
+TIMEOUT = 5.0
+
+
+class Slot:
+    """One registered wait: its outcome once mailed."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.outcome: Optional[str] = None
+
+
+class Mailman:
+    """The connection one server's waits share on one loop to hear their
+    outcomes: one task `BLPOP`s the mailbox and hands each element to the
+    wait whose request-id starts it; between two it pings the keeper, so
+    that a keeper connection that died (and with it the queued requests)
+    is noticed and the waits sent again."""
+
+    POLL = 1.0
+
+    def __init__(self, make: Callable[..., Awaitable[Any]], keeper: Keeper) -> None:
+        self._make = make
+        self.keeper = keeper
+        self.mailbox = f"padlock:mailbox:{uuid.uuid4().hex}"
+        self._slots: dict[str, Slot] = {}
+        self._task: Optional[asyncio.Task[None]] = None
+        #: Bumped when the mailbox connection failed.
+        self.epoch = 0
+
+    def register(self, rid: str) -> Slot:
+        slot = self._slots[rid] = Slot()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        return slot
+
+    def forget(self, rid: str) -> None:
+        self._slots.pop(rid, None)
+
+    def connections(self) -> int:
+        return int(self._task is not None and not self._task.done())
+
+    async def _run(self) -> None:
+        conn: Any = None
+        try:
+            while self._slots:
+                try:
+                    if conn is None:
+                        conn = await self._make(socket_timeout=None)
+                    got = await asyncio.wait_for(
+                        exchange(conn, ["BLPOP", self.mailbox, self.POLL]), self.POLL + TIMEOUT)
+                    if got:
+                        rid, _, outcome = bytes(got[1]).decode(errors="replace").partition(" ")
+                        slot = self._slots.get(rid)
+                        if slot is not None:
+                            slot.outcome = outcome
+                            slot.event.set()
+                        continue
+                    await self.keeper.call(["PING"], TIMEOUT)
+                except (asyncio.CancelledError, GeneratorExit):
+                    raise
+                except Exception:  # noqa: BLE001 - the waits are told, and sent again
+                    if conn is not None:
+                        await conn.disconnect()
+                        conn = None
+                    self.epoch += 1
+                    for slot in list(self._slots.values()):
+                        slot.event.set()
+                    await asyncio.sleep(0.05)
+        finally:
+            if conn is not None:
+                await conn.disconnect()
+
+
+_MAILMEN: "weakref.WeakKeyDictionary[Keeper, Mailman]" = weakref.WeakKeyDictionary()
+
+
+def mailman(k: Keeper, make: Callable[..., Awaitable[Any]]) -> Mailman:
+    m = _MAILMEN.get(k)
+    if m is None:
+        m = _MAILMEN[k] = Mailman(make, k)
+    return m
+
+
+def parse_outcome(outcome: str) -> Any:
+    """A mailbox element's reply: fence(s) or permits, None (timed out), or
+    the error it names."""
+    if outcome == "nil":
+        return None
+    if outcome.startswith("-"):
+        raise redis.ResponseError(outcome[1:])
+    if "," in outcome:
+        return [int(f) for f in outcome.split(",")]
+    return int(outcome)
+
+
+def _is_waiting(reply: Any) -> bool:
+    return reply in (b"WAITING", "WAITING")
+
+
+async def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[Sequence[Any]]) -> Any:
+    """A wait through the mailbox (see `_shared.mail_wait`): queued on the
+    keeper, its outcome mailed; a connection replaced meanwhile is a
+    connection error (sent again with the same id), and a wait cancelled
+    on this side is taken back (`LOCK.CANCEL`, a racing grant released)."""
+    loop = asyncio.get_running_loop()
+    rid = args[args.index("ID") + 1]
+    i = args.index("BLOCK")
+    args[i + 2:i + 2] = ["MAILBOX", m.mailbox]
+    ms = int(args[i + 1])
+    slot = m.register(rid)
+    try:
+        epochs = (k.epoch, m.epoch)
+        reply, sent_on = await k.call(args, TIMEOUT)
+        if not _is_waiting(reply):
+            return reply
+        end = None if ms == 0 else loop.time() + ms / 1000.0 + TIMEOUT
+        while True:
+            left = None if end is None else end - loop.time()
+            if left is not None and left <= 0:
+                raise redis.TimeoutError(f"no outcome of {args[0]} within {ms} ms")
+            try:
+                await asyncio.wait_for(slot.event.wait(), Mailman.POLL if left is None else min(left, Mailman.POLL))
+            except asyncio.TimeoutError:
+                pass
+            if slot.outcome is not None:
+                return parse_outcome(slot.outcome)
+            if (k.epoch, m.epoch) != epochs or sent_on != k.epoch:
+                raise redis.ConnectionError("a mailbox wait's connection was replaced")
+            slot.event.clear()
+    except asyncio.CancelledError:
+        if give_back is not None:
+            # Shielded: the caller's cancellation must not cut the take-back.
+            await asyncio.shield(_take_back(k, args, rid, give_back))
+        raise
+    finally:
+        m.forget(rid)
+
+
+async def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[Any]) -> None:
+    key, holder = (args[1], args[2]) if args[0] != "LOCK.MACQUIRE" else (args[2], args[2 + int(args[1])])
+    try:
+        if (await k.call(["LOCK.CANCEL", key, holder, rid], TIMEOUT))[0] == 1:
+            return
+        i = args.index("BLOCK")
+        probe = [*args[:i + 1], 1, *args[i + 2:]]
+        got = (await k.call(probe, TIMEOUT))[0]
+        if got is not None and not _is_waiting(got):
+            await k.call(list(give_back), TIMEOUT)
+    except Exception:  # noqa: BLE001 - the lease runs out on its own
+        logging.getLogger("padlock").warning("could not take back a cancelled wait on %s", key)
+
 
 def _after_fork_in_child() -> None:
     """A forked child keeps none of its parent's loops' keepers or
     watchers (it runs loops of its own)."""
     _KEEPERS.clear()
     _SCHEDULERS.clear()
+    _MAILMEN.clear()
 
 
 os.register_at_fork(after_in_child=lambda: _after_fork_in_child())
@@ -223,6 +380,10 @@ class Source:
         self.node: Any = None
         self.glide = client if isinstance(client, Driver) else None
         self.pool = None if isinstance(client, (RedisCluster, Driver)) else client.connection_pool
+        # In a cluster a mailbox must share the slot of the request's key,
+        # and one connection waits on one slot's: waits there hold a
+        # connection each. So do waits on a server without `MAILBOX`.
+        self.mailbox = self.pool is not None or (self.glide is not None and not self.glide.cluster)
 
     async def _where(self) -> tuple[Any, dict[str, Any], str]:
         if self.glide is not None:
@@ -245,9 +406,20 @@ class Source:
         _, _, name = await self._where()
         return keeper(self.client, name, self.make)
 
-    async def wait(self, args: Sequence[Any], limit: Optional[float]) -> Any:
-        """One server-side wait on a connection made for it (no socket
-        timeout: `limit` bounds it), closed after it."""
+    async def wait(self, args: Sequence[Any], limit: Optional[float],
+                   give_back: Optional[Sequence[Any]] = None) -> Any:
+        """One server-side wait: queued through the keeper with `MAILBOX`
+        and its outcome heard on the mailman's connection; or, without a
+        mailbox, on a connection made for it (no socket timeout: `limit`
+        bounds it), closed after it."""
+        if self.mailbox and "ID" in args:
+            k = await self.keeper()
+            try:
+                return await mail_wait(k, mailman(k, self.make), list(args), give_back)
+            except redis.ResponseError as e:
+                if "MAILBOX" not in str(e) and "syntax" not in str(e):
+                    raise
+                self.mailbox = False  # an older server: no mailboxes
         conn = await self.make(socket_timeout=None)
         try:
             return await asyncio.wait_for(exchange(conn, args), limit)

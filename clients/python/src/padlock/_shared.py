@@ -1,10 +1,14 @@
 """What the blocking holds of a process share: one watcher thread for all
-of them, and per server one connection (the keeper) that carries their
-commands and their `KEEP` bindings. A thousand holds are one thread and one
-connection, plus a pooled connection for each wait while it waits.
+of them, and per server two connections of padlock's own: the keeper,
+which carries their commands (acquires, waits, renewals, releases) and
+their `KEEP` bindings, and the mailman's, on which one thread waits with
+`BLPOP` for the outcomes of every wait (`MAILBOX`). A thousand holds and
+a thousand waits are two threads and two connections.
 
 The keeper counts its connections (`epoch`): a hold bound on an earlier
-one binds again on its next round, before its lease can run out."""
+one binds again on its next round, before its lease can run out, and a
+wait queued on an earlier one is sent again (the server dropped it when
+that connection closed; its request-id makes the resend safe)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 import weakref
 from typing import Any, Callable, Optional, Protocol, Sequence
 
@@ -103,6 +108,7 @@ def _after_fork_in_child() -> None:
     SCHEDULER = Scheduler()
     _KEEPERS_LOCK = threading.Lock()
     _KEEPERS.clear()
+    _MAILMEN.clear()
 
 
 os.register_at_fork(after_in_child=lambda: _after_fork_in_child())
@@ -164,6 +170,99 @@ def keeper(client: Any) -> Keeper:
             k = _KEEPERS[client] = Keeper(client.connection_pool)
         return k
 
+
+
+class Mailman:
+    """The connection one server's waits share to hear their outcomes: one
+    thread `BLPOP`s the process's mailbox and hands each element to the
+    wait whose request-id starts it. While any wait is registered it also
+    pings the keeper once a second, so that a keeper connection that died
+    (and with it the queued requests) is noticed and the waits sent again."""
+
+    #: How long one `BLPOP` waits (seconds): the thread looks at its waits
+    #: and pings the keeper between two.
+    POLL = 1.0
+
+    def __init__(self, pool: Any, keeper: "Keeper") -> None:
+        self._pool = pool
+        self.keeper = keeper
+        self.mailbox = f"padlock:mailbox:{uuid.uuid4().hex}"
+        self._slots: dict[str, "Slot"] = {}
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        #: Bumped when the mailbox connection failed (the server may have
+        #: restarted and dropped every queued wait).
+        self.epoch = 0
+
+    def register(self, rid: str) -> "Slot":
+        with self._lock:
+            slot = self._slots[rid] = Slot()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="padlock-mailbox", daemon=True)
+                self._thread.start()
+            return slot
+
+    def forget(self, rid: str) -> None:
+        with self._lock:
+            self._slots.pop(rid, None)
+
+    def _deliver(self, element: bytes) -> None:
+        rid, _, outcome = element.decode(errors="replace").partition(" ")
+        with self._lock:
+            slot = self._slots.get(rid)
+        if slot is not None:
+            slot.outcome = outcome
+            slot.event.set()
+
+    def _run(self) -> None:
+        conn: Any = None
+        while True:
+            with self._lock:
+                if not self._slots:
+                    self._thread = None
+                    break
+            try:
+                if conn is None:
+                    kw = dict(self._pool.connection_kwargs)
+                    kw["socket_timeout"] = self.POLL + TIMEOUT
+                    kw["socket_connect_timeout"] = TIMEOUT
+                    conn = self._pool.connection_class(**kw)
+                got = _run(conn, ["BLPOP", self.mailbox, self.POLL], self.POLL + TIMEOUT)
+                if got:
+                    self._deliver(got[1])
+                    continue
+                self.keeper.call(["PING"], TIMEOUT)
+            except Exception:  # noqa: BLE001 - the waits are told, and sent again
+                if conn is not None:
+                    conn.disconnect()
+                    conn = None
+                self.epoch += 1
+                with self._lock:
+                    slots = list(self._slots.values())
+                for slot in slots:
+                    slot.event.set()
+                time.sleep(0.05)
+        if conn is not None:
+            conn.disconnect()
+
+
+class Slot:
+    """One registered wait: its outcome once mailed."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.outcome: Optional[str] = None
+
+
+_MAILMEN: "weakref.WeakKeyDictionary[Keeper, Mailman]" = weakref.WeakKeyDictionary()
+
+
+def mailman(client: Any, k: Keeper) -> Mailman:
+    with _KEEPERS_LOCK:
+        m = _MAILMEN.get(k)
+        if m is None:
+            m = _MAILMEN[k] = Mailman(client.connection_pool, k)
+        return m
 
 
 def _run(conn: Any, args: Sequence[Any], limit: Optional[float]) -> Any:
@@ -230,14 +329,29 @@ class Source:
 
     def __init__(self, client: Any, key: str) -> None:
         self.client = node(client, key)
+        # In a cluster a mailbox must share the slot of the request's key,
+        # and one connection can wait on one slot's: waits there hold a
+        # connection each. So do waits on a server without `MAILBOX`.
+        self.mailbox = not isinstance(client, RedisCluster) and not (
+            isinstance(client, Driver) and client.cluster)
 
     def keeper(self) -> Keeper:
         return keeper(self.client)
 
-    def wait(self, args: Sequence[Any], limit: Optional[float]) -> Any:
-        """One server-side wait on a connection made for it, whose socket
-        timeout is longer than the wait (none for a wait without end), so
-        no driver timeout can abandon a wait the server still holds."""
+    def wait(self, args: Sequence[Any], limit: Optional[float],
+             give_back: Optional[Sequence[Any]] = None) -> Any:
+        """One server-side wait: queued through the keeper with `MAILBOX`
+        and its outcome heard on the mailman's connection; or, without a
+        mailbox, on a connection made for it. `give_back` undoes a grant
+        that comes after the caller stopped waiting."""
+        if self.mailbox and "ID" in args:
+            try:
+                return mail_wait(self.keeper(), mailman(self.client, self.keeper()),
+                                 list(args), give_back)
+            except redis.ResponseError as e:
+                if "MAILBOX" not in str(e) and "syntax" not in str(e):
+                    raise
+                self.mailbox = False  # an older server: no mailboxes
         pool = self.client.connection_pool
         kw = dict(pool.connection_kwargs)
         kw["socket_timeout"] = None if limit is None else max(limit, 0.05)
@@ -246,6 +360,76 @@ class Source:
             return _run(conn, args, None)
         finally:
             conn.disconnect()
+
+
+def parse_outcome(outcome: str) -> Any:
+    """A mailbox element's reply: fence(s) or permits, None (timed out), or
+    the error it names."""
+    if outcome == "nil":
+        return None
+    if outcome.startswith("-"):
+        raise redis.ResponseError(outcome[1:])
+    if "," in outcome:
+        return [int(f) for f in outcome.split(",")]
+    return int(outcome)
+
+
+def _block_ms(args: Sequence[Any]) -> int:
+    i = list(args).index("BLOCK")
+    return int(args[i + 1])
+
+
+def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[Sequence[Any]]) -> Any:
+    """A wait through the mailbox: the request (with its `ID`) queued on
+    the keeper answers its grant now or `WAITING`; then its outcome is
+    mailed. Either connection failing meanwhile is a connection error
+    (the caller sends the request again with the same id: queued again,
+    or answered with its grant). A wait interrupted on this side is taken
+    back (`LOCK.CANCEL`), and a grant that raced it released."""
+    rid = args[args.index("ID") + 1]
+    i = args.index("BLOCK")
+    args[i + 2:i + 2] = ["MAILBOX", m.mailbox]
+    ms = _block_ms(args)
+    slot = m.register(rid)
+    try:
+        epochs = (k.epoch, m.epoch)
+        reply, sent_on = k.call(args, TIMEOUT)
+        if reply != b"WAITING" and reply != "WAITING":
+            return reply
+        # The server times the wait out itself and mails nil: a little
+        # more than its timeout is all it may take.
+        end = None if ms == 0 else time.monotonic() + ms / 1000.0 + TIMEOUT
+        while True:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise redis.TimeoutError(f"no outcome of {args[0]} within {ms} ms")
+            slot.event.wait(Mailman.POLL if left is None else min(left, Mailman.POLL))
+            if slot.outcome is not None:
+                return parse_outcome(slot.outcome)
+            if (k.epoch, m.epoch) != epochs or sent_on != k.epoch:
+                raise redis.ConnectionError("a mailbox wait's connection was replaced")
+            slot.event.clear()
+    except BaseException as e:
+        if not isinstance(e, Exception) and give_back is not None:
+            _take_back(k, args, rid, give_back)
+        raise
+    finally:
+        m.forget(rid)
+
+
+def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[Any]) -> None:
+    """The caller stopped waiting (an interrupt): the request leaves its
+    queue, and a grant it already had is released."""
+    key, holder = (args[1], args[2]) if args[0] != "LOCK.MACQUIRE" else (args[2], args[2 + int(args[1])])
+    try:
+        if k.call(["LOCK.CANCEL", key, holder, rid], TIMEOUT)[0] == 1:
+            return
+        i = args.index("BLOCK")
+        probe = [*args[:i + 1], 1, *args[i + 2:]]
+        if k.call(probe, TIMEOUT)[0] not in (None, b"WAITING", "WAITING"):
+            k.call(list(give_back), TIMEOUT)
+    except Exception:  # noqa: BLE001 - the lease runs out on its own
+        logging.getLogger("padlock").warning("could not take back an interrupted wait on %s", key)
 
 
 def collected(box: list[Any]) -> None:

@@ -153,7 +153,7 @@ class _Hold(Commands):
                         self._bound_epoch = epoch
                         self._box[0] = k
                     return reply
-                return await self._source.wait(args, limit)
+                return await self._source.wait(args, limit, self._release_cmd())
             except redis.ResponseError as e:
                 raise translate(e) from None
 
