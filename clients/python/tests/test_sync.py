@@ -179,9 +179,10 @@ def test_cluster_client(cluster_server):
 
 
 def test_a_thousand_holds_share_one_thread_and_one_connection(server, r):
-    """Issue 24: 1,000 concurrent holds in one process use one watcher
-    thread and one connection (besides waits), and while the server keeps
-    their leases (`KEEP`) the watcher only reads: no write per renewal."""
+    """Issues 24 and 39: 1,000 concurrent holds in one process use one
+    watcher thread, one mailman thread and two connections; once each is
+    bound with its mailbox (`KEEP MAILBOX`, one EXTEND each), watching them
+    all costs one PING per interval: no EXTEND, no LOCK.INFO per hold."""
     import threading
 
     from padlock import _shared
@@ -193,13 +194,16 @@ def test_a_thousand_holds_share_one_thread_and_one_connection(server, r):
         assert lock.acquire(blocking=False) is not None
     assert threading.active_count() - before_threads <= 1, "one watcher thread for all"
     assert _shared.SCHEDULER.threads() == 1
-    conns = [c for c in r.client_list() if c.get("name") != "" or True]
-    assert len(conns) <= 4, f"{len(conns)} connections: one shared, the test's own, and none per hold"
+    time.sleep(0.7)  # every hold's first round: bound with the mailbox
+    assert threading.active_count() - before_threads <= 2, "and one mailman"
+    conns = r.client_list()
+    assert len(conns) <= 3, f"{len(conns)} connections: keeper, mailman and the test's own"
     r.config_resetstat()
-    time.sleep(1.5)  # more than one round of every hold
+    time.sleep(1.5)  # five rounds of every hold
     stats = r.info("commandstats")
-    assert "cmdstat_lock.extend" not in stats, "kept leases are watched with reads"
-    assert stats["cmdstat_lock.info"]["calls"] >= 1000
+    assert "cmdstat_lock.extend" not in stats, "kept leases are not renewed by the client"
+    assert "cmdstat_lock.info" not in stats, "nor read one by one"
+    assert stats["cmdstat_ping"]["calls"] <= 12, stats["cmdstat_ping"]  # twice per interval
     assert all(lock.held for lock in locks)
     assert r.dbsize() == 1000
     for lock in locks:

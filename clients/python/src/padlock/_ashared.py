@@ -100,26 +100,55 @@ class Keeper:
     padlock, not taken from the application's pool). Calls are serialized;
     each waits for its reply at most its limit."""
 
-    def __init__(self, make: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, make: Callable[[], Awaitable[Any]], identify: bool = False) -> None:
         self._make = make
         self._loop = asyncio.get_running_loop()
+        # A driver that reconnects silently (glide): see `_shared.Keeper`.
+        self._identify = identify
+        self._id: Any = None
         self._conn: Any = None
         self.lock = asyncio.Lock()
         #: Bumped whenever the connection goes: bindings made on an earlier
         #: one are gone.
         self.epoch = 0
+        #: The send time of the latest command answered on this epoch's
+        #: connection: every binding on it was still there then.
+        self.alive_at = float("-inf")
 
     async def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
         """`args` on the shared connection, under its lock: the reply and
         the epoch it went out on."""
         async with self.lock:
-            return await self._call(args, limit), self.epoch
+            sent = self._loop.time()
+            reply = await self._call(args, limit)
+            if not self._identify:
+                self.alive_at = max(self.alive_at, sent)
+            return reply, self.epoch
+
+    async def ping(self) -> None:
+        """The liveness check of every binding on the connection (see
+        `_shared.Keeper.ping`)."""
+        if not self._identify:
+            await self.call(["PING"], TIMEOUT)
+            return
+        async with self.lock:
+            sent = self._loop.time()
+            got = await self._call(["CLIENT", "ID"], TIMEOUT)
+            if got != self._id:
+                self.epoch += 1
+                self.alive_at = float("-inf")
+                self._id = got
+            else:
+                self.alive_at = max(self.alive_at, sent)
 
     async def _call(self, args: Sequence[Any], limit: Optional[float]) -> Any:
         if self._conn is None:
             self._conn = await self._make()
+            self._id = None
         conn = self._conn
         try:
+            if self._identify and self._id is None:
+                self._id = await asyncio.wait_for(exchange(conn, ["CLIENT", "ID"]), limit)
             # The limit covers connecting too (a half-open peer never
             # answers the handshake). Not `read_response(timeout=...)`:
             # redis.asyncio answers None when that passes, which reads as
@@ -140,6 +169,7 @@ class Keeper:
 
     async def _reset(self) -> None:
         self.epoch += 1
+        self.alive_at = float("-inf")
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.disconnect()
@@ -149,6 +179,7 @@ class Keeper:
         the keeper's own loop."""
         def reset() -> None:
             self.epoch += 1
+            self.alive_at = float("-inf")
             conn, self._conn = self._conn, None
             if conn is not None:
                 self._loop.create_task(conn.disconnect())
@@ -179,11 +210,11 @@ class Slot:
 
 
 class Mailman:
-    """The connection one server's waits share on one loop to hear their
-    outcomes: one task `BLPOP`s the mailbox and hands each element to the
-    wait whose request-id starts it; between two it pings the keeper, so
-    that a keeper connection that died (and with it the queued requests)
-    is noticed and the waits sent again."""
+    """The connection one server's waits and kept holds share on one loop
+    to hear from the server (see `_shared.Mailman`): one task `BLPOP`s the
+    mailbox and hands each element to the wait (its outcome) or the hold
+    (`-LOST`) whose request-id starts it; between two it pings the keeper,
+    once per interval of the shortest-lived hold it watches."""
 
     POLL = 1.0
 
@@ -192,18 +223,53 @@ class Mailman:
         self.keeper = keeper
         self.mailbox = f"padlock:mailbox:{uuid.uuid4().hex}"
         self._slots: dict[str, Slot] = {}
+        self._watched: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
         self._task: Optional[asyncio.Task[None]] = None
         #: Bumped when the mailbox connection failed.
         self.epoch = 0
+        self.poll = self.POLL
+        #: The send time of the latest read that found the mailbox empty.
+        self.clear_at = float("-inf")
 
     def register(self, rid: str) -> Slot:
         slot = self._slots[rid] = Slot()
+        self._start()
+        return slot
+
+    def watch(self, rid: str, hold: Any, interval: float) -> None:
+        """Hands a `-LOST` for `rid` to `hold._heard_lost`. The mailbox is
+        read at least twice per `interval`: `fresh` then never lags a
+        hold's round by more than one interval."""
+        self._watched[rid] = hold
+        self.poll = min(self.poll, max(interval / 2, 0.02))
+        self._start()
+
+    def unwatch(self, rids: Sequence[str]) -> None:
+        for rid in rids:
+            self._watched.pop(rid, None)
+
+    def _start(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
-        return slot
 
     def forget(self, rid: str) -> None:
         self._slots.pop(rid, None)
+
+    def fresh(self) -> float:
+        """Since when the holds bound to the keeper with this mailbox are
+        known to live (see `_shared.Mailman.fresh`)."""
+        return min(self.keeper.alive_at, self.clear_at)
+
+    def _deliver(self, element: Any) -> None:
+        rid, _, outcome = bytes(element).decode(errors="replace").partition(" ")
+        slot = self._slots.get(rid)
+        if slot is not None:
+            slot.outcome = outcome
+            slot.event.set()
+            return
+        hold = self._watched.get(rid)
+        if hold is not None and outcome.startswith("-LOST"):
+            hold._heard_lost(outcome[1:])
 
     def connections(self) -> int:
         return int(self._task is not None and not self._task.done())
@@ -211,20 +277,27 @@ class Mailman:
     async def _run(self) -> None:
         conn: Any = None
         try:
-            while self._slots:
+            loop = asyncio.get_running_loop()
+            while self._slots or self._watched:
                 try:
                     if conn is None:
                         conn = await self._make(socket_timeout=None)
+                    poll = self.poll
+                    sent = loop.time()
                     got = await asyncio.wait_for(
-                        exchange(conn, ["BLPOP", self.mailbox, self.POLL]), self.POLL + TIMEOUT)
-                    if got:
-                        rid, _, outcome = bytes(got[1]).decode(errors="replace").partition(" ")
-                        slot = self._slots.get(rid)
-                        if slot is not None:
-                            slot.outcome = outcome
-                            slot.event.set()
-                        continue
-                    await self.keeper.call(["PING"], TIMEOUT)
+                        exchange(conn, ["BLPOP", self.mailbox, poll]), poll + TIMEOUT)
+                    elements = [got[1]] if got else []
+                    while elements:
+                        # A burst is read a hundred at a time, until a read
+                        # finds the mailbox empty.
+                        for element in elements:
+                            self._deliver(element)
+                        sent = loop.time()
+                        elements = await asyncio.wait_for(
+                            exchange(conn, ["LPOP", self.mailbox, 100]), TIMEOUT) or []
+                    self.clear_at = max(self.clear_at, sent)
+                    if self.keeper.alive_at < loop.time() - poll:
+                        await self.keeper.ping()
                 except (asyncio.CancelledError, GeneratorExit):
                     raise
                 except Exception:  # noqa: BLE001 - the waits are told, and sent again
@@ -266,7 +339,8 @@ def _is_waiting(reply: Any) -> bool:
     return reply in (b"WAITING", "WAITING")
 
 
-async def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[Sequence[Any]]) -> Any:
+async def mail_wait(k: Keeper, m: Mailman, args: list[Any],
+                    give_back: Optional[Sequence[Any]]) -> tuple[Any, Optional[int]]:
     """A wait through the mailbox (see `_shared.mail_wait`): queued on the
     keeper, its outcome mailed; a connection replaced meanwhile is a
     connection error (sent again with the same id), and a wait cancelled
@@ -281,7 +355,7 @@ async def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[
         epochs = (k.epoch, m.epoch)
         reply, sent_on = await k.call(args, TIMEOUT)
         if not _is_waiting(reply):
-            return reply
+            return reply, sent_on
         end = None if ms == 0 else loop.time() + ms / 1000.0 + TIMEOUT
         while True:
             left = None if end is None else end - loop.time()
@@ -292,7 +366,7 @@ async def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[
             except asyncio.TimeoutError:
                 pass
             if slot.outcome is not None:
-                return parse_outcome(slot.outcome)
+                return parse_outcome(slot.outcome), None
             if (k.epoch, m.epoch) != epochs or sent_on != k.epoch:
                 raise redis.ConnectionError("a mailbox wait's connection was replaced")
             slot.event.clear()
@@ -336,7 +410,7 @@ def keeper(owner: Any, node: str, make: Callable[[], Awaitable[Any]]) -> Keeper:
     nodes = per_loop.setdefault(owner, {})
     k = nodes.get(node)
     if k is None:
-        k = nodes[node] = Keeper(make)
+        k = nodes[node] = Keeper(make, isinstance(owner, Driver))
     return k
 
 
@@ -406,8 +480,21 @@ class Source:
         _, _, name = await self._where()
         return keeper(self.client, name, self.make)
 
+    async def mailman(self) -> Optional[Mailman]:
+        """The mailman of the key's server, when waits and losses go
+        through a mailbox there."""
+        return mailman(await self.keeper(), self.make) if self.mailbox else None
+
+    def no_mailbox(self, e: Exception) -> bool:
+        """Whether `e` says the server has no `MAILBOX` (an older build of
+        the module): from then on, this source does without."""
+        if self.mailbox and ("MAILBOX" in str(e) or "syntax" in str(e)):
+            self.mailbox = False
+            return True
+        return False
+
     async def wait(self, args: Sequence[Any], limit: Optional[float],
-                   give_back: Optional[Sequence[Any]] = None) -> Any:
+                   give_back: Optional[Sequence[Any]] = None) -> tuple[Any, Optional[int]]:
         """One server-side wait: queued through the keeper with `MAILBOX`
         and its outcome heard on the mailman's connection; or, without a
         mailbox, on a connection made for it (no socket timeout: `limit`
@@ -417,12 +504,11 @@ class Source:
             try:
                 return await mail_wait(k, mailman(k, self.make), list(args), give_back)
             except redis.ResponseError as e:
-                if "MAILBOX" not in str(e) and "syntax" not in str(e):
+                if not self.no_mailbox(e):
                     raise
-                self.mailbox = False  # an older server: no mailboxes
         conn = await self.make(socket_timeout=None)
         try:
-            return await asyncio.wait_for(exchange(conn, args), limit)
+            return await asyncio.wait_for(exchange(conn, args), limit), None
         except asyncio.TimeoutError:
             raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
         finally:

@@ -118,13 +118,21 @@ class Keeper:
     """The connection one server's holds share (not taken from the pool:
     the application's connections stay its own). Calls are serialized."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, identify: bool = False) -> None:
         self._pool = pool
+        # A driver that reconnects on its own, silently (glide): the
+        # connection is told by its `CLIENT ID`, and a new one is a new
+        # epoch (its bindings are gone) when `ping` sees it.
+        self._identify = identify
+        self._id: Any = None
         self._conn: Any = None
         self.lock = threading.RLock()
         #: Bumped whenever the connection is replaced: bindings made on an
         #: earlier one are gone.
         self.epoch = 0
+        #: The send time of the latest command answered on this epoch's
+        #: connection: every binding on it was still there then.
+        self.alive_at = float("-inf")
 
     def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
         """`args` on the shared connection, under its lock, waiting for the
@@ -142,17 +150,42 @@ class Keeper:
                 kw["socket_timeout"] = min(kw.get("socket_timeout") or bound, bound)
                 kw["socket_connect_timeout"] = min(kw.get("socket_connect_timeout") or bound, bound)
                 self._conn = self._pool.connection_class(**kw)
+                self._id = None
             try:
-                return _run(self._conn, args, limit), self.epoch
+                if self._identify and self._id is None:
+                    self._id = _run(self._conn, ["CLIENT", "ID"], limit)
+                sent = time.monotonic()
+                reply = _run(self._conn, args, limit)
+                if not self._identify:
+                    self.alive_at = max(self.alive_at, sent)
+                return reply, self.epoch
             except CONNECTION_ERRORS:
                 self.reset()
                 raise
+
+    def ping(self) -> None:
+        """The liveness check of every binding on the connection: a `PING`
+        (a `CLIENT ID` that must not have changed, for a driver that
+        reconnects silently) answered moves `alive_at`."""
+        with self.lock:
+            if not self._identify:
+                self.call(["PING"], TIMEOUT)
+                return
+            sent = time.monotonic()
+            got, _ = self.call(["CLIENT", "ID"], TIMEOUT)
+            if got != self._id:
+                self.epoch += 1
+                self.alive_at = float("-inf")
+                self._id = got
+            else:
+                self.alive_at = max(self.alive_at, sent)
 
     def reset(self) -> None:
         """Closes the connection: every binding on it ends (the holds that
         still live see `epoch` move and bind again on their next round)."""
         with self.lock:
             self.epoch += 1
+            self.alive_at = float("-inf")
             if self._conn is not None:
                 self._conn.disconnect()
                 self._conn = None
@@ -167,17 +200,18 @@ def keeper(client: Any) -> Keeper:
     with _KEEPERS_LOCK:
         k = _KEEPERS.get(client)
         if k is None:
-            k = _KEEPERS[client] = Keeper(client.connection_pool)
+            k = _KEEPERS[client] = Keeper(client.connection_pool, isinstance(client, Driver))
         return k
 
 
 
 class Mailman:
-    """The connection one server's waits share to hear their outcomes: one
-    thread `BLPOP`s the process's mailbox and hands each element to the
-    wait whose request-id starts it. While any wait is registered it also
-    pings the keeper once a second, so that a keeper connection that died
-    (and with it the queued requests) is noticed and the waits sent again."""
+    """The connection one server's waits and kept holds share to hear from
+    the server: one thread `BLPOP`s the process's mailbox and hands each
+    element to the wait (its outcome) or the hold (`-LOST`) whose
+    request-id starts it. Between two it pings the keeper, once per
+    interval of the shortest-lived hold it watches: that one `PING` is all
+    the watching the holds bound to the keeper cost (see `fresh`)."""
 
     #: How long one `BLPOP` waits (seconds): the thread looks at its waits
     #: and pings the keeper between two.
@@ -188,50 +222,93 @@ class Mailman:
         self.keeper = keeper
         self.mailbox = f"padlock:mailbox:{uuid.uuid4().hex}"
         self._slots: dict[str, "Slot"] = {}
+        self._watched: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         #: Bumped when the mailbox connection failed (the server may have
         #: restarted and dropped every queued wait).
         self.epoch = 0
+        #: How long one `BLPOP` waits: the shortest interval of the holds
+        #: watched (a second at most).
+        self.poll = self.POLL
+        #: The send time of the latest read that found the mailbox empty:
+        #: every loss posted before it has been handed to its hold.
+        self.clear_at = float("-inf")
 
     def register(self, rid: str) -> "Slot":
         with self._lock:
             slot = self._slots[rid] = Slot()
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="padlock-mailbox", daemon=True)
-                self._thread.start()
+            self._start()
             return slot
+
+    def watch(self, rid: str, hold: Any, interval: float) -> None:
+        """Hands a `-LOST` for `rid` to `hold._heard_lost`. The mailbox is
+        read at least twice per `interval`: `fresh` then never lags a
+        hold's round by more than one interval."""
+        with self._lock:
+            self._watched[rid] = hold
+            self.poll = min(self.poll, max(interval / 2, 0.02))
+            self._start()
+
+    def unwatch(self, rids: Sequence[str]) -> None:
+        with self._lock:
+            for rid in rids:
+                self._watched.pop(rid, None)
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="padlock-mailbox", daemon=True)
+            self._thread.start()
 
     def forget(self, rid: str) -> None:
         with self._lock:
             self._slots.pop(rid, None)
 
+    def fresh(self) -> float:
+        """Since when the holds bound to the keeper with this mailbox are
+        known to live: their binding was there when the keeper last
+        answered, and no loss was posted before the mailbox was last read
+        empty. A kept lease runs at least a ttl past that."""
+        return min(self.keeper.alive_at, self.clear_at)
+
     def _deliver(self, element: bytes) -> None:
         rid, _, outcome = element.decode(errors="replace").partition(" ")
         with self._lock:
             slot = self._slots.get(rid)
+            hold = self._watched.get(rid) if slot is None else None
         if slot is not None:
             slot.outcome = outcome
             slot.event.set()
+        elif hold is not None and outcome.startswith("-LOST"):
+            hold._heard_lost(outcome[1:])
 
     def _run(self) -> None:
         conn: Any = None
         while True:
             with self._lock:
-                if not self._slots:
+                if not self._slots and not self._watched:
                     self._thread = None
                     break
+                poll = self.poll
             try:
                 if conn is None:
                     kw = dict(self._pool.connection_kwargs)
-                    kw["socket_timeout"] = self.POLL + TIMEOUT
+                    kw["socket_timeout"] = poll + TIMEOUT
                     kw["socket_connect_timeout"] = TIMEOUT
                     conn = self._pool.connection_class(**kw)
-                got = _run(conn, ["BLPOP", self.mailbox, self.POLL], self.POLL + TIMEOUT)
-                if got:
-                    self._deliver(got[1])
-                    continue
-                self.keeper.call(["PING"], TIMEOUT)
+                sent = time.monotonic()
+                got = _run(conn, ["BLPOP", self.mailbox, poll], poll + TIMEOUT)
+                elements = [got[1]] if got else []
+                while elements:
+                    # A burst (10,000 grants) is read a hundred at a time,
+                    # until a read finds the mailbox empty.
+                    for element in elements:
+                        self._deliver(element)
+                    sent = time.monotonic()
+                    elements = _run(conn, ["LPOP", self.mailbox, 100], TIMEOUT) or []
+                self.clear_at = max(self.clear_at, sent)
+                if self.keeper.alive_at < time.monotonic() - poll:
+                    self.keeper.ping()
             except Exception:  # noqa: BLE001 - the waits are told, and sent again
                 if conn is not None:
                     conn.disconnect()
@@ -338,26 +415,40 @@ class Source:
     def keeper(self) -> Keeper:
         return keeper(self.client)
 
+    def mailman(self) -> Optional[Mailman]:
+        """The mailman of the key's server, when waits and losses go
+        through a mailbox there."""
+        return mailman(self.client, self.keeper()) if self.mailbox else None
+
+    def no_mailbox(self, e: Exception) -> bool:
+        """Whether `e` says the server has no `MAILBOX` (an older build of
+        the module): from then on, this source does without."""
+        if self.mailbox and ("MAILBOX" in str(e) or "syntax" in str(e)):
+            self.mailbox = False
+            return True
+        return False
+
     def wait(self, args: Sequence[Any], limit: Optional[float],
-             give_back: Optional[Sequence[Any]] = None) -> Any:
+             give_back: Optional[Sequence[Any]] = None) -> tuple[Any, Optional[int]]:
         """One server-side wait: queued through the keeper with `MAILBOX`
         and its outcome heard on the mailman's connection; or, without a
         mailbox, on a connection made for it. `give_back` undoes a grant
-        that comes after the caller stopped waiting."""
+        that comes after the caller stopped waiting. The reply, and the
+        keeper's epoch when it was granted at once on the keeper (a `KEEP`
+        grant is bound there, with the mailbox)."""
         if self.mailbox and "ID" in args:
             try:
                 return mail_wait(self.keeper(), mailman(self.client, self.keeper()),
                                  list(args), give_back)
             except redis.ResponseError as e:
-                if "MAILBOX" not in str(e) and "syntax" not in str(e):
+                if not self.no_mailbox(e):
                     raise
-                self.mailbox = False  # an older server: no mailboxes
         pool = self.client.connection_pool
         kw = dict(pool.connection_kwargs)
         kw["socket_timeout"] = None if limit is None else max(limit, 0.05)
         conn = pool.connection_class(**kw)
         try:
-            return _run(conn, args, None)
+            return _run(conn, args, None), None
         finally:
             conn.disconnect()
 
@@ -379,7 +470,8 @@ def _block_ms(args: Sequence[Any]) -> int:
     return int(args[i + 1])
 
 
-def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[Sequence[Any]]) -> Any:
+def mail_wait(k: Keeper, m: Mailman, args: list[Any],
+              give_back: Optional[Sequence[Any]]) -> tuple[Any, Optional[int]]:
     """A wait through the mailbox: the request (with its `ID`) queued on
     the keeper answers its grant now or `WAITING`; then its outcome is
     mailed. Either connection failing meanwhile is a connection error
@@ -395,7 +487,7 @@ def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[Sequen
         epochs = (k.epoch, m.epoch)
         reply, sent_on = k.call(args, TIMEOUT)
         if reply != b"WAITING" and reply != "WAITING":
-            return reply
+            return reply, sent_on
         # The server times the wait out itself and mails nil: a little
         # more than its timeout is all it may take.
         end = None if ms == 0 else time.monotonic() + ms / 1000.0 + TIMEOUT
@@ -405,7 +497,7 @@ def mail_wait(k: Keeper, m: Mailman, args: list[Any], give_back: Optional[Sequen
                 raise redis.TimeoutError(f"no outcome of {args[0]} within {ms} ms")
             slot.event.wait(Mailman.POLL if left is None else min(left, Mailman.POLL))
             if slot.outcome is not None:
-                return parse_outcome(slot.outcome)
+                return parse_outcome(slot.outcome), None
             if (k.epoch, m.epoch) != epochs or sent_on != k.epoch:
                 raise redis.ConnectionError("a mailbox wait's connection was replaced")
             slot.event.clear()

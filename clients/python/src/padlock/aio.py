@@ -128,6 +128,15 @@ class _Hold(Commands):
         # while it is still the keeper's, the server renews the lease and
         # the watcher only reads.
         self._bound_epoch = -1
+        # The binding names the mailbox (`KEEP MAILBOX`): its loss is mailed
+        # (`_heard_lost`), and the mailman's one PING per interval is all
+        # its watching costs. The request-ids it may be mailed under, and
+        # the loss heard (its why) until the watcher's round takes it.
+        self._mailbound = False
+        self._loss_ids: list[str] = []
+        self._mailman: Any = None
+        self._mailed_lost: Optional[str] = None
+        self._granted_bound = False
         self._unsure = False
         # `stop_renewing` turned renewal off until the next fresh acquire:
         # what `renews` and `keep` were.
@@ -144,18 +153,51 @@ class _Hold(Commands):
         on the shared connection, whose `KEEP` bindings it then carries."""
         async with self._io:
             try:
+                if self._keeper is None:
+                    self._keeper = await self._source.keeper()
+                k = self._keeper
+                if "KEEP" in args and (wait or "MAILBOX" in args):
+                    # Watched before it is sent: a loss is never mailed
+                    # to nobody.
+                    await self._watch_losses(args[args.index("ID") + 1] if "ID" in args else None)
                 if not wait:
-                    if self._keeper is None:
-                        self._keeper = await self._source.keeper()
-                    k = self._keeper
                     reply, epoch = await k.call(args, limit)
                     if "KEEP" in args:
                         self._bound_epoch = epoch
                         self._box[0] = k
+                        self._mailbound = "MAILBOX" in args
                     return reply
-                return await self._source.wait(args, limit, self._release_cmd())
+                reply, on = await self._source.wait(args, limit, self._release_cmd())
+                # Granted at once on the keeper: bound there with the
+                # mailbox already (a grant mailed later binds again).
+                self._granted_bound = on is not None and reply is not None and "KEEP" in args
+                if self._granted_bound and on is not None:
+                    self._bound_epoch, self._box[0], self._mailbound = on, k, True
+                return reply
             except redis.ResponseError as e:
                 raise translate(e) from None
+
+    async def _watch_losses(self, rid: Optional[str]) -> None:
+        m = await self._source.mailman()
+        if m is None or rid is None:
+            return
+        self._mailman = m
+        m.watch(rid, self, self._interval())
+        self._loss_ids.append(rid)
+        keep = 2 * len(self._extend_cmds())
+        if len(self._loss_ids) > keep:
+            # Only the latest bindings' ids can still be mailed (those of
+            # the round before stay while a resend may be under way).
+            m.unwatch(self._loss_ids[:-keep])
+            del self._loss_ids[:-keep]
+
+    def _heard_lost(self, why: str) -> None:
+        """The server mailed this hold's loss (`LOST <why>`): the watcher
+        marks it lost at once."""
+        if self._depth == 0 or self._stopped:
+            return
+        self._mailed_lost = why
+        rt.scheduler().add(self, rt.now(), self._gen)
 
     async def _send(self, make: Callable[[Optional[float]], list[Any]], phase: str,
                     deadline: Optional[float], wait: bool = False) -> Any:
@@ -193,6 +235,10 @@ class _Hold(Commands):
         lease of it stays kept (the other holds bind again)."""
         async with self._io:
             self._bound_epoch = -1
+            self._mailbound = False
+            if self._mailman is not None:
+                self._mailman.unwatch(self._loss_ids)
+            self._loss_ids = []
             kept, self._box[0] = self._box[0], None
             if not clean and kept is not None:
                 await kept.reset()
@@ -217,6 +263,10 @@ class _Hold(Commands):
         self._stopped = True
         self.lost = rt.Event()
         self._bound_epoch = -1
+        self._mailbound = False
+        self._loss_ids = []
+        self._mailman = None
+        self._mailed_lost = None
         self._lease_until = 0.0
         if self._own_holder is None:
             self.holder = current_holder()
@@ -228,6 +278,8 @@ class _Hold(Commands):
             (self.renews, self.keep), self._resume = self._resume, None
         if self._depth == 0 and self._own_holder is None:
             self.holder = current_holder()
+        if self._depth == 0:
+            self._mailed_lost = None
         start = rt.now()
         ttl = self.ttl_ms / 1000.0
         if blocking:
@@ -269,7 +321,8 @@ class _Hold(Commands):
             self._held_since = start
             if self.renews:
                 self._start_watcher()
-        if self.renews and blocking and (self.keep or self._lease_until - rt.now() < ttl * 2 / 3):
+        if self.renews and blocking and not (self._granted_bound and self._bound) and (
+                self.keep or self._lease_until - rt.now() < ttl * 2 / 3):
             # Granted after a wait: bound now (`KEEP`), and the lease known
             # from a send time only once renewed.
             await self.renew()
@@ -384,6 +437,9 @@ class _Hold(Commands):
                         return self._lease_until
                     await self._mark_lost()
                     return None
+                if self._mailed_lost is not None:
+                    await self._mark_lost()
+                    return None
                 try:
                     renewed = await self._look() if self._bound else await self.renew()
                 except rt.Cancelled:
@@ -410,10 +466,19 @@ class _Hold(Commands):
         if self._depth == 0 or self.lost.is_set():
             return False
         start = rt.now()
+        m = await self._source.mailman() if self.keep else None
         for args in self._extend_cmds():
             cmd: list[Any] = args + ["KEEP"] if self.keep else args
+            if m is not None:
+                cmd += ["MAILBOX", m.mailbox]
             try:
-                await self._send(lambda _: cmd, "renew", self._lease_until)
+                try:
+                    await self._send(lambda _: cmd, "renew", self._lease_until)
+                except redis.ResponseError as e:
+                    if m is None or not self._source.no_mailbox(e):
+                        raise
+                    cmd = cmd[:-2]  # an older server: watched by reads
+                    await self._send(lambda _: cmd, "renew", self._lease_until)
             except Exception as e:
                 # Unless the server said the hold is gone, its lease may
                 # still be bound: `_mark_lost` then ends the binding.
@@ -458,6 +523,15 @@ class _Hold(Commands):
         failed on the way is replaced and the lease bound to the new one
         (`renew`)."""
         start = rt.now()
+        if self._mailbound and self._mailman is not None:
+            fresh = self._mailman.fresh()
+            if fresh + self.ttl_ms / 1000.0 > start + self._interval():
+                # Bound there, no loss mailed: kept a ttl past that.
+                self._lease_until = max(self._lease_until, fresh + self.ttl_ms / 1000.0)
+                return True
+            return await self.renew()
+        if not self._mailbound and await self._source.mailman() is not None:
+            return await self.renew()  # binds with the mailbox: no reads from now on
         try:
             replies = [await self._call(cmd, max(0.05, self._lease_until - start))
                        for cmd in self._look_cmds()]
@@ -501,7 +575,7 @@ class _Hold(Commands):
         """True while the lease cannot have run out: never after a loss, and
         never past the last successful renewal's send time plus the ttl."""
         return (self._depth > 0 and self._pid == os.getpid() and not self.lost.is_set()
-                and rt.now() < self._lease_until)
+                and self._mailed_lost is None and rt.now() < self._lease_until)
 
 
 class Lock(LockCommands, _Hold):
