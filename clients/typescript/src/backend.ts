@@ -14,6 +14,13 @@ export interface Conn {
  * (`forWait`: one that carries a single server-side wait, then closes). */
 export interface Backend {
   open(forWait?: boolean): Promise<Conn>;
+  /** Whether waits and losses may go through a mailbox (`MAILBOX`): not in
+   * a cluster, where a mailbox must share each request's slot (default
+   * true). */
+  mailbox?: boolean;
+  /** Whether a connection reconnects on its own, silently (glide): its
+   * bindings are then checked by `CLIENT ID`, not `PING`. */
+  silentReconnects?: boolean;
 }
 
 /** Errors of a hold's own connection surface through its commands; a

@@ -84,6 +84,8 @@ export function glide(
     }
   };
   return {
+    mailbox: !cluster,
+    silentReconnects: true,
     async open(forWait = false): Promise<Conn> {
       const made = await make();
       let pending = 0;

@@ -21,6 +21,7 @@ import {
 import { currentHolder, gave, newHolder, took } from "./holders.js";
 import { asMap } from "./replies.js";
 import { type Keeper, keeperOf, now, scheduler } from "./shared.js";
+import { type Mailman, mailWait, mailmanOf } from "./mailbox.js";
 
 export interface HoldOptions {
   /** Lease in milliseconds (default 30 s). */
@@ -78,6 +79,9 @@ const collected = new FinalizationRegistry<{ kept?: Keeper; user?: Keeper }>((bo
   user?.done();
 });
 
+/** Whether an error says the server has no `MAILBOX` (an older build). */
+const noMailbox = (e: unknown): boolean => /MAILBOX|syntax/.test(errorText(e));
+
 export abstract class Hold implements AsyncDisposable {
   /** Who holds: taken again at each fresh acquire (see `HoldOptions.holder`). */
   holder: string;
@@ -110,6 +114,18 @@ export abstract class Hold implements AsyncDisposable {
   private heldSince = 0;
   /** The keeper's epoch the lease was bound (`KEEP`) on. */
   private boundEpoch = -1;
+  /** The mailbox waits and losses go through (none in a cluster, or once
+   * the server turned `MAILBOX` down). */
+  private mailman: Mailman | undefined;
+  /** The binding names the mailbox (`KEEP MAILBOX`): its loss is mailed
+   * (`heardLost`), and the mailman's one PING per interval is all its
+   * watching costs. The request-ids it may be mailed under; the loss
+   * heard, until the watcher's round takes it; a wait granted at once on
+   * the keeper, bound there already. */
+  private mailbound = false;
+  private lossIds: string[] = [];
+  private mailedLost: string | undefined;
+  private grantedBound = false;
   /** What `renews` and `keep` were before `stopRenewing()`. */
   private resume: { renews: boolean; keep: boolean } | undefined;
   private get bound(): boolean {
@@ -125,6 +141,7 @@ export abstract class Hold implements AsyncDisposable {
   ) {
     this.backend = backendOf(client);
     this.keeper = keeperOf(client, this.backend);
+    if (this.backend.mailbox !== false) this.mailman = mailmanOf(this.keeper, this.backend);
     this.ownHolder = options.holder;
     this.fallbackHolder = options.fallbackHolder ?? newHolder();
     this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
@@ -167,7 +184,7 @@ export abstract class Hold implements AsyncDisposable {
    * never past the send time of the last answered acquire or renewal plus
    * the ttl. */
   get held(): boolean {
-    return this.depth > 0 && !this.lost && now() < this.leaseUntil;
+    return this.depth > 0 && !this.lost && this.mailedLost === undefined && now() < this.leaseUntil;
   }
 
   /** Runs this hold's commands one at a time, each within `limit` ms on
@@ -178,6 +195,30 @@ export abstract class Hold implements AsyncDisposable {
    * that failed or timed out is replaced. */
   protected call(args: Arg[], limit?: number, wait = false, signal?: AbortSignal): Promise<unknown> {
     const run = async () => {
+      const m = this.mailman;
+      if (m !== undefined && args.includes("KEEP") && (wait || args.includes("MAILBOX"))) {
+        // Watched before it is sent: a loss is never mailed to nobody.
+        const at = args.indexOf("ID");
+        if (at >= 0) this.watchLosses(m, String(args[at + 1]));
+      }
+      if (wait && m !== undefined && args.includes("ID") && args.includes("BLOCK")) {
+        try {
+          const { reply, epoch } = await mailWait(m, (a) => this.onKeeper(a, limit), args, this.releaseArgs(), signal);
+          // Granted at once on the keeper: bound there with the mailbox
+          // already (a grant mailed later binds again).
+          this.grantedBound = epoch !== undefined && reply !== null && args.includes("KEEP");
+          if (this.grantedBound && epoch !== undefined) {
+            this.boundEpoch = epoch;
+            this.box.kept = this.keeper;
+            this.mailbound = true;
+          }
+          return reply;
+        } catch (e) {
+          const t = translate(e);
+          if (!isServerError(t) || !noMailbox(t)) throw t;
+          this.mailman = undefined; // an older server: a connection per wait
+        }
+      }
       if (!wait) {
         try {
           const { reply, epoch } = await this.keeper.call(async (conn) => {
@@ -193,6 +234,7 @@ export abstract class Hold implements AsyncDisposable {
           if (args.includes("KEEP")) {
             this.boundEpoch = epoch;
             this.box.kept = this.keeper;
+            this.mailbound = args.includes("MAILBOX");
           }
           return reply;
         } catch (e) {
@@ -211,6 +253,37 @@ export abstract class Hold implements AsyncDisposable {
     const result = this.queue.then(run, run);
     this.queue = result.catch(() => undefined);
     return result;
+  }
+
+  /** One command of a mailbox wait on the shared connection (replaced if
+   * it failed). */
+  private async onKeeper(args: Arg[], limit: number | undefined): Promise<{ reply: unknown; epoch: number }> {
+    const cap = Math.min(limit ?? 5000, 5000);
+    return this.keeper.call(async (conn) => {
+      try {
+        return await this.exchange(conn, args, cap);
+      } catch (e) {
+        if (!isServerError(translate(e))) await this.keeper.reset();
+        throw e;
+      }
+    }, cap);
+  }
+
+  private watchLosses(m: Mailman, rid: string): void {
+    m.watch(rid, this, this.interval());
+    this.lossIds.push(rid);
+    // Only the latest bindings' ids can still be mailed (those of the
+    // round before stay while a resend may be under way).
+    const keep = 2 * this.extendArgs().length;
+    if (this.lossIds.length > keep) m.unwatch(this.lossIds.splice(0, this.lossIds.length - keep));
+  }
+
+  /** @internal The server mailed this hold's loss (`LOST <why>`): the
+   * watcher marks it lost at once. */
+  heardLost(why: string): void {
+    if (this.depth === 0 || !this.watching) return;
+    this.mailedLost = why;
+    scheduler.add(this, now(), this.gen);
   }
 
   /** One command on `conn`, cut at `limit` ms or when `signal` aborts. */
@@ -275,6 +348,9 @@ export abstract class Hold implements AsyncDisposable {
    * and it no longer keeps the shared connection open. */
   private async letGo(clean = true): Promise<void> {
     this.boundEpoch = -1;
+    this.mailbound = false;
+    this.mailman?.unwatch(this.lossIds);
+    this.lossIds = [];
     const kept = this.box.kept;
     this.box.kept = undefined;
     if (!clean && kept !== undefined) await kept.reset();
@@ -288,7 +364,10 @@ export abstract class Hold implements AsyncDisposable {
       ({ renews: this.renews, keep: this.keep } = this.resume);
       this.resume = undefined;
     }
-    if (this.depth === 0) this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
+    if (this.depth === 0) {
+      this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
+      this.mailedLost = undefined;
+    }
     const blocking = options.blocking ?? true;
     const start = now();
     const deadline = blocking
@@ -338,7 +417,13 @@ export abstract class Hold implements AsyncDisposable {
     }
     // Granted after a wait: bound now (`KEEP`), and the lease known from a
     // send time once renewed.
-    if (this.renews && blocking && (this.keep || this.leaseUntil - now() < (this.ttl * 2) / 3)) await this.renew();
+    if (
+      this.renews &&
+      blocking &&
+      !(this.grantedBound && this.bound) &&
+      (this.keep || this.leaseUntil - now() < (this.ttl * 2) / 3)
+    )
+      await this.renew();
     return reply;
   }
 
@@ -418,6 +503,10 @@ export abstract class Hold implements AsyncDisposable {
       await this.markLost();
       return undefined;
     }
+    if (this.mailedLost !== undefined) {
+      await this.markLost();
+      return undefined;
+    }
     const round = (this.bound ? this.look() : this.renew()).catch(() => false);
     this.round = round;
     const ok = await round;
@@ -437,8 +526,17 @@ export abstract class Hold implements AsyncDisposable {
     const start = now();
     for (const args of this.extendArgs()) {
       if (this.keep) args.push("KEEP");
+      const m = this.keep ? this.mailman : undefined;
+      if (m !== undefined) args.push("MAILBOX", m.mailbox);
       try {
-        await this.send(() => args, "renew", this.leaseUntil);
+        try {
+          await this.send(() => args, "renew", this.leaseUntil);
+        } catch (e) {
+          if (m === undefined || !isServerError(e) || !noMailbox(e)) throw e;
+          this.mailman = undefined; // an older server: watched by reads
+          args.splice(-2, 2);
+          await this.send(() => args, "renew", this.leaseUntil);
+        }
       } catch (e) {
         // Unless the server said the hold is gone, its lease may still be
         // bound: `markLost` then ends the binding.
@@ -493,6 +591,15 @@ export abstract class Hold implements AsyncDisposable {
    * bound to the new one (`renew`). */
   private async look(): Promise<boolean> {
     const start = now();
+    if (this.mailbound && this.mailman !== undefined) {
+      // Bound there, no loss mailed: kept a ttl past `fresh`.
+      const fresh = this.mailman.fresh();
+      if (fresh + this.ttl <= start + this.interval()) return this.renew();
+      this.leaseUntil = Math.max(this.leaseUntil, fresh + this.ttl);
+      return true;
+    }
+    // Binds with the mailbox: no reads from then on.
+    if (this.mailman !== undefined) return this.renew();
     let left: number | undefined;
     try {
       for (const args of this.lookArgs()) {

@@ -115,6 +115,12 @@ export class Keeper {
   /** Bumped whenever the connection goes: bindings made on an earlier one
    * are gone. */
   epoch = 0;
+  /** The send time of the latest command answered on this epoch's
+   * connection: every binding on it was still there then. */
+  aliveAt = -Infinity;
+  /** The connection's `CLIENT ID`, for a driver that reconnects on its own
+   * (glide): a new one is a new epoch, seen by `ping`. */
+  private id: string | undefined;
 
   constructor(private readonly backend: Backend) {}
 
@@ -135,11 +141,34 @@ export class Keeper {
     const go = async () => {
       const conn = await this.open(limit);
       const epoch = this.epoch;
-      return { reply: await run(conn), epoch };
+      const sent = now();
+      const reply = await run(conn);
+      if (!this.backend.silentReconnects && epoch === this.epoch) this.aliveAt = Math.max(this.aliveAt, sent);
+      return { reply, epoch };
     };
     const result = this.queue.then(go, go);
     this.queue = result.catch(() => undefined);
     return result;
+  }
+
+  /** The liveness check of every binding on the connection: a `PING` (a
+   * `CLIENT ID` that must not have changed, for a driver that reconnects
+   * silently) answered within `limit` ms moves `aliveAt`. */
+  async ping(limit: number): Promise<void> {
+    // Nothing to check on a connection that is not open (and none opened
+    // for it: a keeper no hold uses stays closed).
+    if (this.conn === undefined) return;
+    const silent = this.backend.silentReconnects === true;
+    const sent = now();
+    const { reply, epoch } = await this.call((conn) => within(conn.call(silent ? ["CLIENT", "ID"] : ["PING"]), limit), limit);
+    if (!silent || epoch !== this.epoch) return;
+    if (this.id !== undefined && String(reply) !== this.id) {
+      this.epoch++;
+      this.aliveAt = -Infinity;
+    } else {
+      this.aliveAt = Math.max(this.aliveAt, sent);
+    }
+    this.id = String(reply);
   }
 
   /** The connection, opened within `limit` ms when there is none (a
@@ -154,7 +183,9 @@ export class Keeper {
       if (limit !== undefined) timer = setTimeout(() => reject(new CallTimeoutError(`not connected within ${limit} ms`)), limit);
     });
     try {
-      this.conn = await Promise.race([opening, cut]);
+      const conn = await Promise.race([opening, cut]);
+      this.id = this.backend.silentReconnects ? String(await within(conn.call(["CLIENT", "ID"]), limit ?? 5000)) : undefined;
+      this.conn = conn;
     } catch (e) {
       // Late or failed: closed when it comes, and the next call tries anew.
       if (this.opening === opening) this.opening = undefined;
@@ -170,9 +201,23 @@ export class Keeper {
    * live see `epoch` move and bind again on their next round). */
   async reset(): Promise<void> {
     this.epoch++;
+    this.aliveAt = -Infinity;
     const conn = this.conn;
     this.conn = undefined;
     if (conn !== undefined) await conn.close().catch(() => undefined);
+  }
+}
+
+/** `p`, or a timeout error after `ms`. */
+export async function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const cut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new CallTimeoutError(`no reply within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, cut]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

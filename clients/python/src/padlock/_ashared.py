@@ -499,7 +499,7 @@ class Source:
         and its outcome heard on the mailman's connection; or, without a
         mailbox, on a connection made for it (no socket timeout: `limit`
         bounds it), closed after it."""
-        if self.mailbox and "ID" in args:
+        if self.mailbox and "ID" in args and "BLOCK" in args:
             k = await self.keeper()
             try:
                 return await mail_wait(k, mailman(k, self.make), list(args), give_back)

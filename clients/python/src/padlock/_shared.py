@@ -436,7 +436,7 @@ class Source:
         that comes after the caller stopped waiting. The reply, and the
         keeper's epoch when it was granted at once on the keeper (a `KEEP`
         grant is bound there, with the mailbox)."""
-        if self.mailbox and "ID" in args:
+        if self.mailbox and "ID" in args and "BLOCK" in args:
             try:
                 return mail_wait(self.keeper(), mailman(self.client, self.keeper()),
                                  list(args), give_back)
