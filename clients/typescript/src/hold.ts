@@ -592,11 +592,10 @@ export abstract class Hold implements AsyncDisposable {
   private async look(): Promise<boolean> {
     const start = now();
     if (this.mailbound && this.mailman !== undefined) {
-      // Bound there, no loss mailed: kept a ttl past `fresh`.
-      const fresh = this.mailman.fresh();
-      if (fresh + this.ttl <= start + this.interval()) return this.renew();
-      this.leaseUntil = Math.max(this.leaseUntil, fresh + this.ttl);
-      return true;
+      // Bound there, no loss mailed since: kept a ttl past `fresh`, and
+      // while that lasts past the next round, nothing is sent.
+      this.leaseUntil = Math.max(this.leaseUntil, this.mailman.fresh() + this.ttl);
+      return this.leaseUntil > start + this.interval() ? true : this.renew();
     }
     // Binds with the mailbox: no reads from then on.
     if (this.mailman !== undefined) return this.renew();

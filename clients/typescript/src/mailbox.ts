@@ -122,6 +122,9 @@ export class Mailman {
           const poll = this.poll;
           let sent = now();
           const got = (await within(conn.call(["BLPOP", this.mailbox, poll / 1000]), poll + TIMEOUT)) as unknown[] | null;
+          // Timed out: empty until the server's timeout, which cannot come
+          // before `poll` after the send.
+          if (!got) sent = Math.min(sent + poll, now());
           let elements: unknown[] = got ? [got[1]] : [];
           while (elements.length > 0) {
             // A burst is read a hundred at a time, until a read finds the

@@ -286,6 +286,10 @@ class Mailman:
                     sent = loop.time()
                     got = await asyncio.wait_for(
                         exchange(conn, ["BLPOP", self.mailbox, poll]), poll + TIMEOUT)
+                    if not got:
+                        # Timed out: empty until the server's timeout, which
+                        # cannot come before `poll` after the send.
+                        sent = min(sent + poll, loop.time())
                     elements = [got[1]] if got else []
                     while elements:
                         # A burst is read a hundred at a time, until a read

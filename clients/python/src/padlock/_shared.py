@@ -298,6 +298,10 @@ class Mailman:
                     conn = self._pool.connection_class(**kw)
                 sent = time.monotonic()
                 got = _run(conn, ["BLPOP", self.mailbox, poll], poll + TIMEOUT)
+                if not got:
+                    # Timed out: empty until the server's timeout, which
+                    # cannot come before `poll` after the send.
+                    sent = min(sent + poll, time.monotonic())
                 elements = [got[1]] if got else []
                 while elements:
                     # A burst (10,000 grants) is read a hundred at a time,

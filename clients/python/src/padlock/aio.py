@@ -524,11 +524,10 @@ class _Hold(Commands):
         (`renew`)."""
         start = rt.now()
         if self._mailbound and self._mailman is not None:
-            fresh = self._mailman.fresh()
-            if fresh + self.ttl_ms / 1000.0 > start + self._interval():
-                # Bound there, no loss mailed: kept a ttl past that.
-                self._lease_until = max(self._lease_until, fresh + self.ttl_ms / 1000.0)
-                return True
+            # Bound there, no loss mailed since: kept a ttl past that.
+            self._lease_until = max(self._lease_until, self._mailman.fresh() + self.ttl_ms / 1000.0)
+            if self._lease_until > start + self._interval():
+                return True  # known to last past the next round
             return await self.renew()
         if not self._mailbound and await self._source.mailman() is not None:
             return await self.renew()  # binds with the mailbox: no reads from now on

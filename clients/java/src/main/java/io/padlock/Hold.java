@@ -13,12 +13,14 @@ import java.util.function.LongFunction;
  * of a {@link Padlock} that names the same key and holder, so that nested
  * code reenters instead of waiting and the counts agree with the server's.
  *
- * <p>The hold owns one connection while it lives, and its lease is bound to
- * it with {@code KEEP}: the server keeps the lease as long as that connection
- * lives. The Padlock's one scheduler reads the lease every ttl/3 (a read, not
- * a write); a failed connection is replaced and the lease bound to the new
- * one, within the lease's time. Waits run on a connection of their own, so
- * the hold's connection never blocks.
+ * <p>Every hold of a Padlock on one node shares that node's {@link Keeper}
+ * connection, and its lease is bound there with {@code KEEP MAILBOX}: the
+ * server keeps the lease as long as that connection lives, and mails a loss
+ * to the keeper's mailbox. While bound, a hold's round on the Padlock's
+ * scheduler sends nothing (the mailman's one {@code PING} per interval is the
+ * liveness check); a replaced connection is seen by its epoch and the lease
+ * bound again, within the lease's time. Waits are queued on the keeper with
+ * {@code MAILBOX} (in a cluster, on a connection of their own).
  */
 final class Hold {
     final Padlock pad;
@@ -26,9 +28,17 @@ final class Hold {
     final String holder;
     volatile long ttlMs;
 
-    /** Guards {@link #link} and every send on it, and the counts below. */
+    /** Guards every send of the hold, and the counts below. */
     final ReentrantLock io = new ReentrantLock();
-    private Link link;
+    final Keeper keeper;
+    /** The keeper's epoch the lease was bound ({@code KEEP}) on, or -1. */
+    private long boundEpoch = -1;
+    /** The binding names the mailbox: its loss is mailed ({@link #heardLost}). */
+    private boolean mailbound;
+    /** The request-ids its loss may be mailed under. */
+    private final List<String> lossIds = new ArrayList<>();
+    /** A loss heard, until a round takes it. */
+    private volatile String mailedLost;
     /** Lock count, permits held, or read + write holds: what the server counts. */
     long depth;
     long reads;
@@ -50,10 +60,32 @@ final class Hold {
         this.kind = kind;
         this.holder = holder;
         this.ttlMs = ttlMs;
+        this.keeper = pad.keeper(kind.route());
     }
 
     boolean held() {
-        return depth > 0 && !lost && System.nanoTime() - leaseUntil < 0;
+        return depth > 0 && !lost && mailedLost == null && System.nanoTime() - leaseUntil < 0;
+    }
+
+    private boolean bound() {
+        return boundEpoch >= 0 && boundEpoch == keeper.epoch();
+    }
+
+    private long interval() {
+        return Math.max(10, ttlMs / 3);
+    }
+
+    /** The server mailed this hold's loss ({@code LOST <why>}): a round marks it lost at once. */
+    void heardLost(String why) {
+        if (depth == 0 || ended) {
+            return;
+        }
+        mailedLost = why;
+        try {
+            pad.scheduler.execute(this::watchOnce);
+        } catch (RuntimeException e) {
+            // the Padlock is closing
+        }
     }
 
     boolean lost() {
@@ -66,35 +98,47 @@ final class Hold {
         }
     }
 
-    private Link link() {
-        if (link == null) {
-            link = pad.driver.open(kind.route());
-        }
-        return link;
-    }
-
     /**
-     * One changing command on the hold's connection (caller holds {@link #io}),
-     * with one request-id, sent again on a new connection until it is
-     * answered or {@code deadline} (nanoTime) passes. Error replies are
-     * thrown as they come ({@code -TRYAGAIN} is the caller's to judge).
+     * One changing command on the keeper (caller holds {@link #io}), with one
+     * request-id, sent again on a new connection until it is answered or
+     * {@code deadline} (nanoTime) passes. Error replies are thrown as they
+     * come ({@code -TRYAGAIN} is the caller's to judge). A {@code KEEP}
+     * command binds the lease to the keeper's connection.
      */
     Object send(List<String> args, long deadline) {
         List<String> withId = pad.withId(args);
+        boolean keep = withId.contains("KEEP");
+        boolean mail = keep && withId.contains("MAILBOX");
+        if (mail && keeper.mailman != null) {
+            watchLosses(withId.get(withId.size() - 1));
+        }
         int attempt = 0;
         while (true) {
             long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
             try {
-                return link().call(Math.max(left, 50), withId);
-            } catch (LinkException e) {
-                if (link != null) {
-                    link.discard();
-                    link = null;
+                Keeper.Reply r = keeper.call(Math.max(left, 50), withId);
+                if (keep) {
+                    boundEpoch = r.epoch();
+                    mailbound = mail;
                 }
+                return r.value();
+            } catch (LinkException e) {
                 if (!Padlock.pause(attempt++, deadline)) {
                     throw e;
                 }
             }
+        }
+    }
+
+    private void watchLosses(String rid) {
+        keeper.mailman.watch(rid, this, interval());
+        lossIds.add(rid);
+        // Only the latest bindings' ids can still be mailed.
+        int keep = 2 * Math.max(1, kind.extend(holder, ttlMs, 1).size());
+        if (lossIds.size() > keep) {
+            List<String> old = new ArrayList<>(lossIds.subList(0, lossIds.size() - keep));
+            lossIds.subList(0, lossIds.size() - keep).clear();
+            keeper.mailman.unwatch(old);
         }
     }
 
@@ -106,7 +150,11 @@ final class Hold {
      * left ({@code 0}: no end).
      */
     static Waited await(Padlock pad, Kind kind, LongFunction<List<String>> make, long deadline, boolean forever,
-            boolean interruptibly) throws InterruptedException {
+            boolean interruptibly, List<String> giveBack) throws InterruptedException {
+        Keeper k = pad.keeper(kind.route());
+        if (k.mailman != null) {
+            return MailWait.await(pad, k, kind, make, deadline, forever, giveBack);
+        }
         String id = pad.nextId();
         int attempt = 0;
         while (true) {
@@ -114,7 +162,7 @@ final class Hold {
             List<String> args = new ArrayList<>(make.apply(leftMs));
             args.add("ID");
             args.add(id);
-            Link wait = pad.driver.open(kind.route());
+            Link wait = pad.driver.dedicated(kind.route());
             // The reply may take the whole BLOCK and then some: no timeout shorter.
             long limit = forever ? 0 : leftMs + 5000;
             long sentAt = System.nanoTime();
@@ -152,30 +200,34 @@ final class Hold {
     }
 
     /**
-     * What a wait got: the reply, and for a grant the connection it came on
-     * (a {@code KEEP} grant is bound to it, unless it came on a resend,
-     * which binds nothing).
+     * What a wait got: the reply, and for a grant on a connection of its own
+     * that connection (a {@code KEEP} grant is bound to it until it is bound
+     * to the keeper); null for a grant through the mailbox.
      */
-    record Waited(Object reply, Link link, long sentAt, boolean resent) {}
+    record Waited(Object reply, Link link, long sentAt, boolean resent, String rid, long epoch) {
+        Waited(Object reply, Link link, long sentAt, boolean resent) {
+            this(reply, link, sentAt, resent, null, -1);
+        }
+    }
 
     /**
-     * A grant that came on a wait's own connection (caller holds io): that
-     * connection becomes the hold's, its lease bound there already; a hold
-     * that has a connection binds the lease to it instead. After a wait
-     * longer than half the ttl, the lease left is asked for again.
+     * A grant after a wait (caller holds io): its lease is bound to the
+     * keeper with the mailbox (moving it from a wait's own connection, which
+     * then goes back), and known from the send time of that binding.
      */
     void adopt(Waited w) {
         granted(w.sentAt());
-        if (link == null && !w.resent()) {
-            link = w.link();
-            if (System.nanoTime() - (w.sentAt() + TimeUnit.MILLISECONDS.toNanos(ttlMs / 2)) < 0) {
-                return;
-            }
+        if (w.rid() != null && w.epoch() == keeper.epoch() && keeper.mailman != null) {
+            // Granted at once on the keeper: bound there with the mailbox already.
+            watchLosses(w.rid());
+            boundEpoch = w.epoch();
+            mailbound = true;
+            return;
+        }
+        try {
             bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
-        } else {
-            try {
-                bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
-            } finally {
+        } finally {
+            if (w.link() != null) {
                 w.link().close();
             }
         }
@@ -190,10 +242,15 @@ final class Hold {
         }
     }
 
-    /** Binds the lease to the hold's connection with {@code KEEP} (after a wait on another one). Caller holds io. */
+    /** Binds the lease to the keeper with {@code KEEP} (and its mailbox). Caller holds io. */
     void bind(long deadline) {
         long start = System.nanoTime();
         for (List<String> cmd : kind.extend(holder, ttlMs, depth)) {
+            if (keeper.mailman != null && cmd.contains("KEEP")) {
+                cmd = new ArrayList<>(cmd);
+                cmd.add("MAILBOX");
+                cmd.add(keeper.mailman.mailbox);
+            }
             send(cmd, deadline);
         }
         leaseUntil = start + TimeUnit.MILLISECONDS.toNanos(ttlMs);
@@ -211,12 +268,33 @@ final class Hold {
             if (depth == 0 || ended) {
                 return;
             }
+            if (mailedLost != null) {
+                lose("the hold of " + holder + " on " + kind.route() + " is lost: " + mailedLost, true);
+                return;
+            }
             long start = System.nanoTime();
+            if (keeper.mailman != null) {
+                long fresh = keeper.mailman.fresh();
+                long ttl = TimeUnit.MILLISECONDS.toNanos(ttlMs);
+                if (bound() && mailbound) {
+                    // Bound there, no loss mailed since: kept a ttl past that.
+                    if (fresh != Long.MIN_VALUE && fresh + ttl - leaseUntil > 0) {
+                        leaseUntil = fresh + ttl;
+                    }
+                    if (leaseUntil - (start + TimeUnit.MILLISECONDS.toNanos(interval())) > 0) {
+                        return; // known to last past the next round
+                    }
+                }
+                if (rebind() < 0) {
+                    lose("the lease of " + holder + " on " + kind.route() + " is gone");
+                }
+                return;
+            }
             long left = Long.MAX_VALUE;
             try {
                 long limit = Math.max(50, Math.min(2000, TimeUnit.NANOSECONDS.toMillis(leaseUntil - start)));
                 for (List<String> cmd : kind.look()) {
-                    long one = kind.leaseLeft(Replies.asMap(link().call(limit, cmd)), holder);
+                    long one = kind.leaseLeft(Replies.asMap(keeper.call(limit, cmd).value()), holder);
                     left = one < 0 ? -1 : Math.min(left, one);
                     if (left < 0) {
                         break;
@@ -229,6 +307,11 @@ final class Hold {
             }
             if (left < 0) {
                 lose("the lease of " + holder + " on " + kind.route() + " is gone");
+            } else if (!bound() || left < ttlMs / 2) {
+                // A keeper replaced since the binding: bound again.
+                if (rebind() < 0) {
+                    lose("the lease of " + holder + " on " + kind.route() + " is gone");
+                }
             } else {
                 leaseUntil = start + TimeUnit.MILLISECONDS.toNanos(left);
             }
@@ -239,12 +322,8 @@ final class Hold {
         }
     }
 
-    /** A new connection and the lease bound to it; the ms left, or -1 when lost. */
+    /** The lease bound again to the keeper; the ms left, or -1 when lost. */
     private long rebind() {
-        if (link != null) {
-            link.discard();
-            link = null;
-        }
         try {
             bind(leaseUntil);
             return ttlMs;
@@ -255,6 +334,14 @@ final class Hold {
 
     /** The hold is gone without a release: nobody may count on it any more. Caller holds io. */
     void lose(String why) {
+        lose(why, false);
+    }
+
+    /**
+     * The same; {@code sure}: the server said it is gone, so nothing of it
+     * can still be bound (otherwise the keeper's connection is replaced).
+     */
+    void lose(String why, boolean sure) {
         if (lost) {
             return;
         }
@@ -262,7 +349,7 @@ final class Hold {
         depth = reads = writes = 0;
         // It stays in the registry, lost, until its holder next tries to
         // release or take it: until then the holder is told it lost it.
-        finish(false, false);
+        finish(sure, false);
         pad.log(why);
         for (Runnable r : onLost) {
             try {
@@ -289,14 +376,17 @@ final class Hold {
             watch.cancel(false);
             watch = null;
         }
-        if (link != null) {
-            if (clean) {
-                link.close();
-            } else {
-                link.discard();
-            }
-            link = null;
+        if (keeper.mailman != null) {
+            keeper.mailman.unwatch(lossIds);
         }
+        lossIds.clear();
+        mailbound = false;
+        if (!clean && bound()) {
+            // A lease of it may still be bound: the keeper's connection is
+            // replaced (the other holds bind again on their next round).
+            keeper.reset();
+        }
+        boundEpoch = -1;
         if (forget) {
             pad.forget(this);
         }

@@ -60,6 +60,22 @@ abstract class Holding {
         long start = System.nanoTime();
         boolean forever = waitMs < 0;
         long deadline = forever ? Long.MAX_VALUE : start + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        // A wait through the mailbox is granted at once when it can be: one
+        // round trip, bound with the mailbox. Otherwise one try first.
+        if (waitMs == 0 || pad.keeper(kind.route()).mailman == null) {
+            Boolean got = tryNow(holder, units);
+            if (got != null) {
+                return got;
+            }
+            if (waitMs == 0) {
+                return false;
+            }
+        }
+        return waitFor(holder, units, deadline, forever, interruptibly);
+    }
+
+    /** One try on the keeper: true when granted, null when not (yet). */
+    private Boolean tryNow(String holder, long units) {
         List<String> now = new ArrayList<>(acquireArgs(holder, units));
         now.add("KEEP");
         Hold first = locked(holder);
@@ -89,9 +105,11 @@ abstract class Holding {
         } finally {
             first.io.unlock();
         }
-        if (waitMs == 0) {
-            return false;
-        }
+        return null;
+    }
+
+    private boolean waitFor(String holder, long units, long deadline, boolean forever, boolean interruptibly)
+            throws InterruptedException {
         Hold.Waited w;
         try {
             w = Hold.await(pad, kind, left -> {
@@ -100,7 +118,7 @@ abstract class Holding {
                 a.add(Long.toString(left));
                 a.add("KEEP");
                 return a;
-            }, deadline, forever, interruptibly);
+            }, deadline, forever, interruptibly, releaseArgs(holder, units));
         } catch (ReplyException e) {
             throw Holding.translate(e);
         }
@@ -165,7 +183,7 @@ abstract class Holding {
                 r = h.send(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
             } catch (ReplyException e) {
                 if ("NOTHELD".equals(e.code()) || "WRONGTYPE".equals(e.code())) {
-                    h.lose(kind.route() + " was lost by " + holder + " before its release");
+                    h.lose(kind.route() + " was lost by " + holder + " before its release", true);
                     pad.forget(h);
                     throw new LockLostException(e.getMessage());
                 }

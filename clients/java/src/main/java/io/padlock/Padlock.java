@@ -43,6 +43,7 @@ public final class Padlock implements AutoCloseable {
     private final long ttlMs;
     private final Consumer<String> log;
     private final ConcurrentHashMap<String, Hold> holds = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, Keeper> keepers = new ConcurrentHashMap<>();
     private final String idPrefix;
     private final AtomicLong idCounter = new AtomicLong();
 
@@ -136,6 +137,7 @@ public final class Padlock implements AutoCloseable {
                 h.io.unlock();
             }
         }
+        keepers.values().forEach(Keeper::close);
         scheduler.shutdownNow();
         helper.shutdownNow();
         driver.close();
@@ -151,7 +153,12 @@ public final class Padlock implements AutoCloseable {
     }
 
     /** The hold if this process holds it now, else null. */
-    Hold existing(Kind kind, String holder) {
+    /** The keeper of the node (or, in a cluster, the slot) that serves {@code key}. */
+    Keeper keeper(String key) {
+        return keepers.computeIfAbsent(driver.node(key), n -> new Keeper(this, key));
+    }
+
+        Hold existing(Kind kind, String holder) {
         return holds.get(kind.name() + "\0" + holder);
     }
 

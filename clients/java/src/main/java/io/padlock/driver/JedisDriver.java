@@ -54,6 +54,45 @@ public final class JedisDriver implements Driver {
         }
     }
 
+    /**
+     * Outside a cluster, a connection made by the pool's own factory but never
+     * borrowed from it: the application's pool keeps all its connections
+     * (the Jedis default of 8 included), and padlock's two live beside them.
+     */
+    @Override
+    public Link dedicated(String key) {
+        redis.clients.jedis.util.Pool<Connection> pool;
+        if (jedis instanceof JedisPooled p) {
+            pool = p.getPool();
+        } else if (jedis instanceof RedisClient r) {
+            pool = r.getPool();
+        } else {
+            return open(key);
+        }
+        try {
+            Connection c = pool.getFactory().makeObject().getObject();
+            return new JedisLink(c, c::close);
+        } catch (JedisConnectionException e) {
+            throw new LinkException("no connection: " + e.getMessage(), e);
+        } catch (Exception e) {
+            throw new LinkException("no connection: " + e, e);
+        }
+    }
+
+    private boolean cluster() {
+        return jedis instanceof JedisCluster || jedis instanceof RedisClusterClient;
+    }
+
+    @Override
+    public String node(String key) {
+        return cluster() ? "slot:" + JedisClusterCRC16.getSlot(key) : "";
+    }
+
+    @Override
+    public boolean mailbox() {
+        return !cluster();
+    }
+
     /** One Jedis {@link Connection}; {@code owner} (if any) is closed instead of it. */
     static final class JedisLink implements Link {
         private final Connection c;

@@ -57,6 +57,16 @@ public final class LettuceDriver implements Driver {
     }
 
     @Override
+    public String node(String key) {
+        return cluster != null ? "slot:" + SlotHash.getSlot(key) : "";
+    }
+
+    @Override
+    public boolean mailbox() {
+        return cluster == null;
+    }
+
+    @Override
     public Link open(String key) {
         try {
             RedisClient client = standalone;

@@ -1,0 +1,96 @@
+package io.padlock;
+
+import java.util.List;
+
+/**
+ * The connection every hold of one {@link Padlock} on one node shares: their
+ * commands, their {@code KEEP} bindings and (through its {@link Mailman})
+ * their waits. Made by the driver for padlock ({@link Driver#dedicated}),
+ * never taken from the application's pool; calls are serialized, each
+ * bounded by its timeout.
+ *
+ * <p>Its {@link #epoch} moves whenever the connection is replaced: bindings
+ * made on an earlier one are gone, and the holds bind again on their next
+ * round; waits queued on it are sent again (their request-ids make that
+ * safe).
+ */
+final class Keeper {
+    private final Padlock pad;
+    /** A key the node serves: what the driver routes the connection by. */
+    private final String route;
+    private Link link;
+    private long epoch;
+    /** The send time (nanoTime) of the latest command answered on this epoch's connection. */
+    private volatile long aliveAt = Long.MIN_VALUE;
+    private volatile boolean alive;
+    /** Null where waits cannot go through a mailbox (a cluster: it must share each request's slot). */
+    final Mailman mailman;
+
+    /** One reply, and the epoch of the connection it came on. */
+    record Reply(Object value, long epoch) {}
+
+    Keeper(Padlock pad, String route) {
+        this.pad = pad;
+        this.route = route;
+        this.mailman = pad.driver.mailbox() ? new Mailman(pad, this, route) : null;
+    }
+
+    synchronized Reply call(long timeoutMs, List<String> args) {
+        if (link == null) {
+            link = pad.driver.dedicated(route);
+        }
+        long sent = System.nanoTime();
+        try {
+            Object value = link.call(timeoutMs, args);
+            if (!alive || sent - aliveAt > 0) {
+                aliveAt = sent;
+                alive = true;
+            }
+            return new Reply(value, epoch);
+        } catch (LinkException e) {
+            reset();
+            throw e;
+        }
+    }
+
+    synchronized long epoch() {
+        return epoch;
+    }
+
+    /** Whether the keeper's connection answered since {@code since} (nanoTime). */
+    boolean aliveSince(long since) {
+        return alive && aliveAt - since >= 0;
+    }
+
+    long aliveAt() {
+        return alive ? aliveAt : Long.MIN_VALUE;
+    }
+
+    /** The liveness check of every binding on the connection; nothing to check when it is not open. */
+    void ping() {
+        synchronized (this) {
+            if (link == null) {
+                return;
+            }
+        }
+        call(2000, List.of("PING"));
+    }
+
+    /** Closes the connection: every binding on it ends (the holds that still live bind again). */
+    synchronized void reset() {
+        epoch++;
+        alive = false;
+        if (link != null) {
+            link.discard();
+            link = null;
+        }
+    }
+
+    /** For good (the Padlock closes). */
+    void close() {
+        reset();
+        if (mailman != null) {
+            mailman.close();
+        }
+    }
+}
