@@ -71,11 +71,31 @@ final class Servers implements AutoCloseable {
         return ports.get(0);
     }
 
-    private void start(List<String> extra) throws Exception {
-        int port;
-        try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            port = probe.getLocalPort();
+    /**
+     * A free loopback port whose cluster bus port (+10000) is free too: a
+     * cluster node binds both, and an ephemeral port's +10000 may be taken
+     * or past 65535.
+     */
+    private static int freePort() throws IOException {
+        for (int i = 0; i < 100; i++) {
+            try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+                int port = probe.getLocalPort();
+                if (port + 10000 > 65535) {
+                    continue;
+                }
+                try {
+                    new ServerSocket(port + 10000, 1, InetAddress.getLoopbackAddress()).close();
+                    return port;
+                } catch (IOException e) {
+                    // taken: another
+                }
+            }
         }
+        throw new IOException("no free port pair");
+    }
+
+    private void start(List<String> extra) throws Exception {
+        int port = freePort();
         Path dir = Files.createTempDirectory("padlock-java-");
         List<String> argv = new ArrayList<>(List.of(BINARY, "--port", "" + port, "--bind", "127.0.0.1",
                 "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", SO));
