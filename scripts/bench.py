@@ -425,10 +425,14 @@ def main():
            + "\n\n" + scale.keep_formatted(at_scale["keep"])
            + "\n\n" + scale.idle_formatted(at_scale["idle"]))
 
+    print("==> one waiter's whole cost: BLPOP, BLOCK, MAILBOX", flush=True)
+    import waitcost
+    waiters = waitcost.formatted(waitcost.measure("redis-server", 2000), 2000)
+
     print("==> the Java client against Redisson", flush=True)
     java = java_vs_redisson()
 
-    table = tables(pc, cont) + "\n\n" + hot + "\n\n" + java
+    table = tables(pc, cont) + "\n\n" + hot + "\n\n" + waiters + "\n\n" + java
     more = [
         "", "**Bytes per key** (100,000 keys, used_memory):", "",
         "| " + " | ".join(mem) + " |", "|" + " --- |" * len(mem),
