@@ -429,6 +429,10 @@ def main():
     import waitcost
     waiters = waitcost.formatted(waitcost.measure("redis-server", 2000), 2000)
 
+    print("==> 10,000 waiters through the clients", flush=True)
+    import clientwaits
+    waiters += "\n\n" + clientwaits.formatted(clientwaits.measure(10000))
+
     print("==> the Java client against Redisson", flush=True)
     java = java_vs_redisson()
 
