@@ -183,3 +183,36 @@ def test_queued_waits_survive_a_killed_keeper_connection(server, r):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_a_cancel_that_races_the_grant_never_leaves_a_hold(server, r):
+    """Issue 46: the cancel and the grant in both orders, twenty times: the
+    waiter either holds (and knows it) or leaves nothing held."""
+    async def main():
+        c = aredis.Redis(port=server.port)
+        for i in range(20):
+            owner = aio.Lock(c, "race", ttl=10)
+            await owner.acquire()
+            lock = aio.Lock(c, "race", ttl=10, holder=f"w{i}")
+            waiter = asyncio.create_task(lock.acquire())
+            while queued(r, "race") < 1:
+                await asyncio.sleep(0.002)
+            if i % 2:
+                await owner.release()
+                await asyncio.sleep(0.001 * (i % 5))
+                waiter.cancel()
+            else:
+                waiter.cancel()
+                await owner.release()
+            try:
+                got = await waiter
+            except asyncio.CancelledError:
+                got = None
+            if got is not None:
+                assert lock.held
+                await lock.release()
+            assert not lock.held
+            assert not r.exists("race"), f"round {i}: held by {r.execute_command('LOCK.INFO', 'race')}"
+        await c.aclose()
+
+    asyncio.run(main())

@@ -118,3 +118,63 @@ test("queued waits survive a killed shared connection", async () => {
   assert.ok(fences.every((f) => f !== null));
   client.disconnect();
 });
+
+test("an abort that races the grant never leaves a hold (both orders, twenty times)", async () => {
+  for (let i = 0; i < 20; i++) {
+    const owner = new Lock(r, "race", { ttl: 10_000 });
+    await owner.acquire();
+    const lock = new Lock(r, "race", { ttl: 10_000, holder: `w${i}` });
+    const ctl = new AbortController();
+    const waiting = lock.acquire({ signal: ctl.signal }).then(
+      (f) => f,
+      () => null,
+    );
+    assert.ok(await until(async () => (await queued("race")) === 1));
+    if (i % 2) {
+      await owner.release();
+      await sleep(i % 5);
+      ctl.abort();
+    } else {
+      ctl.abort();
+      await owner.release();
+    }
+    const got = await waiting;
+    if (got !== null) {
+      assert.ok(lock.held);
+      await lock.release();
+    }
+    assert.equal(lock.held, false);
+    assert.equal(await r.exists("race"), 0, `round ${i}`);
+  }
+});
+
+test("an onLost that throws is reported as an uncaught exception, and the watching goes on", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const index = new URL("../src/index.js", import.meta.url).href;
+  const script = `
+    import { Redis } from "ioredis";
+    const { Lock } = await import(${JSON.stringify(index)});
+    const r = new Redis({ port: ${server.port}, host: "127.0.0.1" });
+    const kept = new Lock(r, "thrower-kept", { ttl: 600 });
+    await kept.acquire();
+    const lost = new Lock(r, "thrower", { ttl: 600, onLost: () => { throw new Error("handler failed"); } });
+    await lost.acquire();
+    process.on("uncaughtException", async (e) => {
+      await new Promise((res) => setTimeout(res, 1000));
+      console.log(JSON.stringify({ reported: e.message, kept: kept.held }));
+      await kept.release();
+      r.disconnect();
+      process.exit(0);
+    });
+    await r.del("thrower");
+  `;
+  const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: new URL("../..", import.meta.url),
+    timeout: 20_000,
+    encoding: "utf8",
+  });
+  const seen = JSON.parse(out.trim().split("\n").pop() ?? "{}") as { reported?: string; kept?: boolean };
+  assert.equal(seen.reported, "handler failed");
+  assert.equal(seen.kept, true, "the other hold is still watched");
+  assert.equal(await r.exists("thrower-kept"), 0);
+});

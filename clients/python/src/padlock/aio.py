@@ -37,6 +37,7 @@ with `LockLostError`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 import weakref
@@ -325,7 +326,14 @@ class _Hold(Commands):
                 self.keep or self._lease_until - rt.now() < ttl * 2 / 3):
             # Granted after a wait: bound now (`KEEP`), and the lease known
             # from a send time only once renewed.
-            await self.renew()
+            try:
+                await self.renew()
+            except BaseException:
+                # Cancelled (interrupted) right after the grant: the caller
+                # hears "not acquired", so nothing of it may stay held.
+                with contextlib.suppress(Exception):
+                    await self.release()
+                raise
         return reply
 
     async def release(self) -> None:

@@ -162,4 +162,65 @@ class MailboxTest extends OnServer {
             l.unlock();
         }
     }
+
+    /** Issue 46: the interrupt and the grant in both orders: the waiter holds (and knows it) or leaves nothing. */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void anInterruptThatRacesTheGrantNeverLeavesAHold(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        for (int i = 0; i < 10; i++) {
+            PadlockLock owner = p.getLock("race").withHolder("owner");
+            owner.lock();
+            java.util.concurrent.atomic.AtomicBoolean got = new java.util.concurrent.atomic.AtomicBoolean();
+            Thread t = new Thread(() -> {
+                PadlockLock l = p.getLock("race");
+                try {
+                    l.lockInterruptibly();
+                    got.set(true);
+                    l.unlock();
+                } catch (InterruptedException e) {
+                    // not acquired: nothing may be held
+                }
+            });
+            t.start();
+            until(() -> "1".equals(waiters("race")), 5000);
+            if (i % 2 == 1) {
+                owner.unlock();
+                t.interrupt();
+            } else {
+                t.interrupt();
+                owner.unlock();
+            }
+            t.join(10_000);
+            assertFalse(t.isAlive());
+            assertEquals(null, LockTest.info("race", "holder"), "round " + i + (got.get() ? " (granted)" : ""));
+        }
+    }
+
+    /** Issue 46: a lost-hold listener that throws goes to the uncaught-exception handler; the others are still watched. */
+    @Test
+    void aThrowingListenerIsReportedAndTheWatchingGoesOn() throws Exception {
+        Thread.UncaughtExceptionHandler before = Thread.getDefaultUncaughtExceptionHandler();
+        java.util.concurrent.atomic.AtomicReference<Throwable> seen = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread.setDefaultUncaughtExceptionHandler((t, e) -> seen.set(e));
+        try {
+            Padlock p = clients.standalone("jedis", srv.port(), java.time.Duration.ofMillis(600));
+            PadlockLock kept = p.getLock("kept-thrower");
+            kept.lock();
+            PadlockLock lost = p.getLock("thrower");
+            lost.onLost(() -> {
+                throw new IllegalStateException("handler failed");
+            });
+            lost.lock();
+            srv.raw("DEL", "thrower");
+            until(() -> seen.get() != null, 5000);
+            assertTrue(seen.get() instanceof IllegalStateException, "reported: " + seen.get());
+            Thread.sleep(1000);
+            assertTrue(kept.isHeldByCurrentThread(), "the other hold is still watched");
+            assertEquals("1", LockTest.info("kept-thrower", "keep"));
+            kept.unlock();
+        } finally {
+            Thread.setDefaultUncaughtExceptionHandler(before);
+        }
+    }
 }

@@ -146,13 +146,41 @@ public final class LettuceDriver implements Driver {
             }
         }
 
+        /**
+         * Not interruptible, as a Jedis call is not: an interrupt of the caller
+         * must not close a connection other holds share (the keeper); it is
+         * kept for the caller to see once the reply is in.
+         */
         @Override
         public Object call(long timeoutMs, List<String> args) {
+            RedisFuture<Object> f;
+            synchronized (this) {
+                f = dispatch(timeoutMs, args);
+            }
+            long end = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+            boolean interrupted = false;
             try {
-                return reply(timeoutMs, args);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new LinkException("interrupted", e);
+                while (true) {
+                    try {
+                        long left = end - System.nanoTime();
+                        return timeoutMs <= 0 ? f.get()
+                                : f.get(Math.max(0, left), java.util.concurrent.TimeUnit.NANOSECONDS);
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                    } catch (java.util.concurrent.TimeoutException e) {
+                        discard();
+                        throw new LinkException("no reply within " + timeoutMs + " ms", e);
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        throw failure(e.getCause());
+                    } catch (java.util.concurrent.CancellationException e) {
+                        discard();
+                        throw new LinkException("the connection closed", e);
+                    }
+                }
+            } finally {
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
             }
         }
 
