@@ -216,3 +216,42 @@ def test_a_cancel_that_races_the_grant_never_leaves_a_hold(server, r):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_an_interrupted_blocking_wait_leaves_the_queue(r):
+    """Issue 46: Ctrl-C (KeyboardInterrupt) during a blocking acquire takes
+    the wait back with LOCK.CANCEL before it propagates; in both orders with
+    the grant, nothing stays held that the caller does not know of."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        for i in range(10):
+            owner = Lock(r, "intr", ttl=10, holder="owner")
+            owner.acquire()
+            lock = Lock(r, "intr", ttl=10, holder=f"w{i}")
+            if i % 2:
+                # The grant first: released from another thread just before the interrupt.
+                threading.Timer(0.05, owner.release).start()
+                signal.setitimer(signal.ITIMER_REAL, 0.05 + 0.001 * (i % 4))
+            else:
+                signal.setitimer(signal.ITIMER_REAL, 0.05)
+            try:
+                lock.acquire(timeout=5)
+            except KeyboardInterrupt:
+                pass
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            # Held (the grant won, or the interrupt came after the return):
+            # the caller knows it, and gives it back.
+            if lock.held:
+                lock.release()
+            if not i % 2:
+                assert queued(r, "intr") == 0, "taken out of the queue"
+                owner.release()
+            assert wait_for(lambda: not r.exists("intr"), timeout=2), f"round {i}"
+            assert not lock.held
+    finally:
+        signal.signal(signal.SIGALRM, old)
