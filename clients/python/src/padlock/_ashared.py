@@ -118,6 +118,12 @@ class Keeper:
     async def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
         """`args` on the shared connection, under its lock: the reply and
         the epoch it went out on."""
+        # Shielded: a caller cancelled mid-call must not cut the exchange in
+        # half (its reply would be read by the next call); it completes, and
+        # the reply is dropped.
+        return await asyncio.shield(self._locked(args, limit))
+
+    async def _locked(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
         async with self.lock:
             sent = self._loop.time()
             reply = await self._call(args, limit)
@@ -374,13 +380,21 @@ async def mail_wait(k: Keeper, m: Mailman, args: list[Any],
             if (k.epoch, m.epoch) != epochs or sent_on != k.epoch:
                 raise redis.ConnectionError("a mailbox wait's connection was replaced")
             slot.event.clear()
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as e:
         if give_back is not None:
             # Shielded: the caller's cancellation must not cut the take-back.
             await asyncio.shield(_take_back(k, args, rid, give_back))
+            e.padlock_taken_back = True  # type: ignore[attr-defined]
         raise
     finally:
         m.forget(rid)
+
+
+async def take_back(k: Keeper, args: Sequence[Any], give_back: Sequence[Any], e: BaseException) -> None:
+    """An acquire cancelled after its wait was sent (see `_shared.take_back`)."""
+    if getattr(e, "padlock_taken_back", False) or "ID" not in args:
+        return
+    await asyncio.shield(_take_back(k, list(args), str(args[list(args).index("ID") + 1]), give_back))
 
 
 async def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[Any]) -> None:

@@ -162,6 +162,12 @@ class Keeper:
             except CONNECTION_ERRORS:
                 self.reset()
                 raise
+            except BaseException as e:
+                # Interrupted mid-call (Ctrl-C): a reply may be left unread,
+                # and the next call would read it as its own.
+                if not isinstance(e, Exception):
+                    self.reset()
+                raise
 
     def ping(self) -> None:
         """The liveness check of every binding on the connection: a `PING`
@@ -508,9 +514,19 @@ def mail_wait(k: Keeper, m: Mailman, args: list[Any],
     except BaseException as e:
         if not isinstance(e, Exception) and give_back is not None:
             _take_back(k, args, rid, give_back)
+            e.padlock_taken_back = True  # type: ignore[attr-defined]
         raise
     finally:
         m.forget(rid)
+
+
+def take_back(k: Keeper, args: Sequence[Any], give_back: Sequence[Any], e: BaseException) -> None:
+    """An acquire interrupted after its wait was sent (anywhere, not only
+    while it waited): its request leaves the queue, and a grant it had is
+    given back, unless the wait did so already."""
+    if getattr(e, "padlock_taken_back", False) or "ID" not in args:
+        return
+    _take_back(k, list(args), str(args[list(args).index("ID") + 1]), give_back)
 
 
 def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[Any]) -> None:

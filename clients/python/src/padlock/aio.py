@@ -138,6 +138,9 @@ class _Hold(Commands):
         self._mailman: Any = None
         self._mailed_lost: Optional[str] = None
         self._granted_bound = False
+        # The latest wait sent (its request-id in it): what an acquire cut
+        # short takes back.
+        self._last_wait: Optional[list[Any]] = None
         self._unsure = False
         # `stop_renewing` turned renewal off until the next fresh acquire:
         # what `renews` and `keep` were.
@@ -168,6 +171,7 @@ class _Hold(Commands):
                         self._box[0] = k
                         self._mailbound = "MAILBOX" in args
                     return reply
+                self._last_wait = list(args)
                 reply, on = await self._source.wait(args, limit, self._release_cmd())
                 # Granted at once on the keeper: bound there with the
                 # mailbox already (a grant mailed later binds again).
@@ -296,6 +300,7 @@ class _Hold(Commands):
             args = self._acquire_cmd(blocking, left)
             return args + ["KEEP"] if self.keep else args
 
+        self._last_wait = None
         while True:
             try:
                 reply = await self._send(make, "acquire" if blocking else "try", deadline, wait=blocking)
@@ -309,6 +314,14 @@ class _Hold(Commands):
                     await self._give_back(clean=not isinstance(e, CONNECTION_ERRORS))
                 if blocking and is_try_again(e):
                     return None
+                raise
+            except BaseException as e:
+                # Cut short (Ctrl-C, a cancelled task) anywhere after the
+                # wait was sent: nothing stays held that the caller does not
+                # know of.
+                if self._depth == 0 and self._last_wait is not None and self._keeper is not None:
+                    await rt.take_back(self._keeper, self._last_wait, self._release_cmd(), e)
+                    await self._give_back()
                 raise
         if reply is None:
             if self._depth == 0:
