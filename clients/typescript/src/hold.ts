@@ -203,7 +203,9 @@ export abstract class Hold implements AsyncDisposable {
       }
       if (wait && m !== undefined && args.includes("ID") && args.includes("BLOCK")) {
         try {
-          const { reply, epoch } = await mailWait(m, (a) => this.onKeeper(a, limit), args, this.releaseArgs(), signal);
+          // Each of its commands is short: the wait itself is in the mailbox.
+          const cap = Math.min(limit ?? 5000, 5000);
+          const { reply, epoch } = await mailWait(m, (a) => this.onKeeper(a, cap), args, this.releaseArgs(), signal);
           // Granted at once on the keeper: bound there with the mailbox
           // already (a grant mailed later binds again).
           this.grantedBound = epoch !== undefined && reply !== null && args.includes("KEEP");
@@ -221,16 +223,7 @@ export abstract class Hold implements AsyncDisposable {
       }
       if (!wait) {
         try {
-          const { reply, epoch } = await this.keeper.call(async (conn) => {
-            try {
-              return await this.exchange(conn, args, limit);
-            } catch (e) {
-              // A failed or silent shared connection is replaced (its
-              // holds bind again on their next round).
-              if (!isServerError(translate(e))) await this.keeper.reset();
-              throw e;
-            }
-          }, limit);
+          const { reply, epoch } = await this.onKeeper(args, limit);
           if (args.includes("KEEP")) {
             this.boundEpoch = epoch;
             this.box.kept = this.keeper;
@@ -255,18 +248,18 @@ export abstract class Hold implements AsyncDisposable {
     return result;
   }
 
-  /** One command of a mailbox wait on the shared connection (replaced if
-   * it failed). */
+  /** One command on the shared connection, after those before it. */
   private async onKeeper(args: Arg[], limit: number | undefined): Promise<{ reply: unknown; epoch: number }> {
-    const cap = Math.min(limit ?? 5000, 5000);
     return this.keeper.call(async (conn) => {
       try {
-        return await this.exchange(conn, args, cap);
+        return await this.exchange(conn, args, limit);
       } catch (e) {
+        // A failed or silent shared connection is replaced (its holds bind
+        // again on their next round).
         if (!isServerError(translate(e))) await this.keeper.reset();
         throw e;
       }
-    }, cap);
+    }, limit);
   }
 
   private watchLosses(m: Mailman, rid: string): void {

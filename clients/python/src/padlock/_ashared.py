@@ -19,6 +19,7 @@ import redis
 from redis.asyncio.cluster import RedisCluster
 
 from ._glide import Glide as Driver
+from ._common import mail_element, parse_outcome, taken_back, with_mailbox
 from ._retry import CONNECTION_ERRORS
 
 __all__ = ["Driver"]
@@ -267,7 +268,7 @@ class Mailman:
         return min(self.keeper.alive_at, self.clear_at)
 
     def _deliver(self, element: Any) -> None:
-        rid, _, outcome = bytes(element).decode(errors="replace").partition(" ")
+        rid, outcome = mail_element(element)
         slot = self._slots.get(rid)
         if slot is not None:
             slot.outcome = outcome
@@ -333,16 +334,6 @@ def mailman(k: Keeper, make: Callable[..., Awaitable[Any]]) -> Mailman:
     return m
 
 
-def parse_outcome(outcome: str) -> Any:
-    """A mailbox element's reply: fence(s) or permits, None (timed out), or
-    the error it names."""
-    if outcome == "nil":
-        return None
-    if outcome.startswith("-"):
-        raise redis.ResponseError(outcome[1:])
-    if "," in outcome:
-        return [int(f) for f in outcome.split(",")]
-    return int(outcome)
 
 
 def _is_waiting(reply: Any) -> bool:
@@ -357,9 +348,7 @@ async def mail_wait(k: Keeper, m: Mailman, args: list[Any],
     on this side is taken back (`LOCK.CANCEL`, a racing grant released)."""
     loop = asyncio.get_running_loop()
     rid = args[args.index("ID") + 1]
-    i = args.index("BLOCK")
-    args[i + 2:i + 2] = ["MAILBOX", m.mailbox]
-    ms = int(args[i + 1])
+    args, ms = with_mailbox(args, m.mailbox)
     slot = m.register(rid)
     try:
         epochs = (k.epoch, m.epoch)
@@ -398,12 +387,10 @@ async def take_back(k: Keeper, args: Sequence[Any], give_back: Sequence[Any], e:
 
 
 async def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[Any]) -> None:
-    key, holder = (args[1], args[2]) if args[0] != "LOCK.MACQUIRE" else (args[2], args[2 + int(args[1])])
+    key, holder, probe = taken_back(args)
     try:
         if (await k.call(["LOCK.CANCEL", key, holder, rid], TIMEOUT))[0] == 1:
             return
-        i = args.index("BLOCK")
-        probe = [*args[:i + 1], 1, *args[i + 2:]]
         got = (await k.call(probe, TIMEOUT))[0]
         if got is not None and not _is_waiting(got):
             await k.call(list(give_back), TIMEOUT)

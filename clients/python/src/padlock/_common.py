@@ -177,3 +177,43 @@ def to_dot(
         lines.append(f"  {q('key:' + key)} -> {q(h)} [style=dashed{', ' + red if on_cycle else ''}];")
     lines.append("}")
     return "\n".join(lines)
+
+
+# -- mailbox waits (`MAILBOX`): the parts both flavours share --------------------
+
+
+def mail_element(element: Any) -> tuple[str, str]:
+    """A mailbox element: the request-id it answers, and the outcome."""
+    rid, _, outcome = bytes(element).decode(errors="replace").partition(" ")
+    return rid, outcome
+
+
+def parse_outcome(outcome: str) -> Any:
+    """A mailbox element's reply: fence(s) or permits, None (timed out), or
+    the error it names."""
+    if outcome == "nil":
+        return None
+    if outcome.startswith("-"):
+        raise redis.ResponseError(outcome[1:])
+    if "," in outcome:
+        return [int(f) for f in outcome.split(",")]
+    return int(outcome)
+
+
+def with_mailbox(args: Sequence[Any], mailbox: str) -> tuple[list[Any], int]:
+    """A wait's arguments with `MAILBOX mailbox` after its `BLOCK`, and its
+    BLOCK timeout (ms)."""
+    out = list(args)
+    i = out.index("BLOCK")
+    out[i + 2:i + 2] = ["MAILBOX", mailbox]
+    return out, int(out[i + 1])
+
+
+def taken_back(args: Sequence[Any]) -> tuple[Any, Any, list[Any]]:
+    """For taking back a wait: its key and holder (what `LOCK.CANCEL`
+    names), and the same request waiting 1 ms (a resend, answered with its
+    grant if it had one)."""
+    multi = args[0] == "LOCK.MACQUIRE"
+    key, holder = (args[2], args[2 + int(args[1])]) if multi else (args[1], args[2])
+    i = list(args).index("BLOCK")
+    return key, holder, [*args[:i + 1], 1, *args[i + 2:]]

@@ -26,6 +26,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ._glide import GlideSync as Driver
+from ._common import mail_element, parse_outcome, taken_back, with_mailbox
 from ._retry import CONNECTION_ERRORS
 
 __all__ = ["Driver"]
@@ -278,7 +279,7 @@ class Mailman:
         return min(self.keeper.alive_at, self.clear_at)
 
     def _deliver(self, element: bytes) -> None:
-        rid, _, outcome = element.decode(errors="replace").partition(" ")
+        rid, outcome = mail_element(element)
         with self._lock:
             slot = self._slots.get(rid)
             hold = self._watched.get(rid) if slot is None else None
@@ -463,21 +464,8 @@ class Source:
             conn.disconnect()
 
 
-def parse_outcome(outcome: str) -> Any:
-    """A mailbox element's reply: fence(s) or permits, None (timed out), or
-    the error it names."""
-    if outcome == "nil":
-        return None
-    if outcome.startswith("-"):
-        raise redis.ResponseError(outcome[1:])
-    if "," in outcome:
-        return [int(f) for f in outcome.split(",")]
-    return int(outcome)
 
 
-def _block_ms(args: Sequence[Any]) -> int:
-    i = list(args).index("BLOCK")
-    return int(args[i + 1])
 
 
 def mail_wait(k: Keeper, m: Mailman, args: list[Any],
@@ -489,9 +477,7 @@ def mail_wait(k: Keeper, m: Mailman, args: list[Any],
     or answered with its grant). A wait interrupted on this side is taken
     back (`LOCK.CANCEL`), and a grant that raced it released."""
     rid = args[args.index("ID") + 1]
-    i = args.index("BLOCK")
-    args[i + 2:i + 2] = ["MAILBOX", m.mailbox]
-    ms = _block_ms(args)
+    args, ms = with_mailbox(args, m.mailbox)
     slot = m.register(rid)
     try:
         epochs = (k.epoch, m.epoch)
@@ -532,12 +518,10 @@ def take_back(k: Keeper, args: Sequence[Any], give_back: Sequence[Any], e: BaseE
 def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[Any]) -> None:
     """The caller stopped waiting (an interrupt): the request leaves its
     queue, and a grant it already had is released."""
-    key, holder = (args[1], args[2]) if args[0] != "LOCK.MACQUIRE" else (args[2], args[2 + int(args[1])])
+    key, holder, probe = taken_back(args)
     try:
         if k.call(["LOCK.CANCEL", key, holder, rid], TIMEOUT)[0] == 1:
             return
-        i = args.index("BLOCK")
-        probe = [*args[:i + 1], 1, *args[i + 2:]]
         if k.call(probe, TIMEOUT)[0] not in (None, b"WAITING", "WAITING"):
             k.call(list(give_back), TIMEOUT)
     except Exception:  # noqa: BLE001 - the lease runs out on its own

@@ -191,7 +191,7 @@ final class Hold {
     }
 
     /** Pauses before a wait is asked again; false when its time is up (a wait without end never is). */
-    private static boolean again(int attempt, long deadline, boolean forever) {
+    static boolean again(int attempt, long deadline, boolean forever) {
         if (forever) {
             Padlock.pause(attempt, System.nanoTime() + TimeUnit.SECONDS.toNanos(1));
             return true;

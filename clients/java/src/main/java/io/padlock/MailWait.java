@@ -68,7 +68,7 @@ final class MailWait {
             } finally {
                 m.forget(rid);
             }
-            if (!again(attempt++, deadline, forever)) {
+            if (!Hold.again(attempt++, deadline, forever)) {
                 throw new LinkException("the wait on " + kind.route() + " could not be queued in time", null);
             }
         }
@@ -96,14 +96,6 @@ final class MailWait {
                 return null;
             }
         }
-    }
-
-    private static boolean again(int attempt, long deadline, boolean forever) {
-        if (forever) {
-            Padlock.pause(attempt, System.nanoTime() + TimeUnit.SECONDS.toNanos(1));
-            return true;
-        }
-        return Padlock.pause(attempt, deadline);
     }
 
     /** A mailed reply as the blocked form would have given it. */
