@@ -20,7 +20,7 @@ v91=$(scripts/redis8.sh valkey91)
 suite() {  # name server pytest-args...
   local name=$1 server=$2; shift 2
   local start=$SECONDS
-  PADLOCK_SO=$SO PADLOCK_SERVER=$server $PY -m pytest -q -p no:cacheprovider python-tests "$@" \
+  PADLOCK_SO=$SO PADLOCK_SERVER=$server timeout -k 30 900 $PY -m pytest -q -p no:cacheprovider python-tests "$@" \
     > "$logs/$name.log" 2>&1
   local rc=$?
   echo "$name $((SECONDS - start)) $rc" > "$logs/$name.done"

@@ -56,11 +56,19 @@ export class TestServer {
     throw new Error("server did not start");
   }
 
+  /** Every client handed out, disconnected by `stop`: a test that fails
+   * before its own `disconnect` must not leave one reconnecting forever
+   * (that keeps the test file's process, and the suite, from ending). */
+  private readonly clients: Redis[] = [];
+
   ioredis(): Redis {
-    return new Redis({ port: this.port, host: "127.0.0.1" });
+    const c = new Redis({ port: this.port, host: "127.0.0.1" });
+    this.clients.push(c);
+    return c;
   }
 
   async stop(): Promise<void> {
+    for (const c of this.clients.splice(0)) c.disconnect();
     this.proc.kill("SIGKILL");
     await new Promise((r) => this.proc.once("exit", r));
     rmSync(this.dir, { recursive: true, force: true });
