@@ -1,4 +1,4 @@
-"""SPEC: Durability, replication, cluster — atomic slot migration (Redis
+"""docs/commands.md, Durability, replication, cluster — atomic slot migration (Redis
 8.4+ `CLUSTER MIGRATION IMPORT`, Valkey 9+ `CLUSTER MIGRATESLOTS`): holder,
 count, fence and lease move with the keys; waiters on the source are
 answered `-MOVED` when ownership moves (at once, not at their timeout); the
@@ -125,7 +125,7 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
 
 
 def test_the_destination_fences_stay_above_the_sources(make_server):
-    """SPEC: every fence the destination hands out for the moved keys is
+    """docs/commands.md, every fence the destination hands out for the moved keys is
     larger than every fence the source handed out (the source's counter,
     raised far above the destination's clock seed, travels with the slot)."""
     kind, nodes = migration_cluster(make_server)

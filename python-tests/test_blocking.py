@@ -1,4 +1,4 @@
-"""SPEC: Blocking rules — FIFO waits with server-side hand-off, timeouts,
+"""docs/commands.md, Blocking rules — FIFO waits with server-side hand-off, timeouts,
 cleanup, lease expiry, DEL/FLUSH, MULTI/Lua, semaphores, multi-key."""
 
 import time

@@ -1,4 +1,4 @@
-"""SPEC: cluster — every command declares its keys, so Redis Cluster routes
+"""docs/commands.md, cluster — every command declares its keys, so Redis Cluster routes
 it and refuses multi-key calls across slots (CROSSSLOT)."""
 
 import pytest

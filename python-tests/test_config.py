@@ -1,4 +1,4 @@
-"""SPEC: Configuration — load-time arguments and CONFIG GET/SET padlock.*."""
+"""docs/commands.md, Configuration — load-time arguments and CONFIG GET/SET padlock.*."""
 
 import pytest
 import redis

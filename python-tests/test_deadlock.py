@@ -1,4 +1,4 @@
-"""SPEC: Deadlock detection — cycles through BLOCK waiters and LOCK.WAITFOR
+"""docs/commands.md, Deadlock detection — cycles through BLOCK waiters and LOCK.WAITFOR
 edges, semaphore OR-waits, LOCK.GRAPH, edge expiry."""
 
 import time
@@ -204,7 +204,7 @@ def test_multi_key_grant_keeps_lease_handover_on_its_other_keys(r, bg):
 
 
 def test_declared_edges_are_bounded_and_go_with_a_flush(make_server):
-    """SPEC: LOCK.WAITFOR — edges bounded by max-wait-edges (-ERR beyond; a
+    """docs/commands.md, LOCK.WAITFOR — edges bounded by max-wait-edges (-ERR beyond; a
     holder replacing its own edge is not a new one), removed with their
     key's database on FLUSHDB/FLUSHALL."""
     srv = make_server(module_args=["max-wait-edges", "3"])

@@ -1,4 +1,4 @@
-"""SPEC: Observability — COMMAND DOCS describes every command (summary,
+"""docs/commands.md, Observability — COMMAND DOCS describes every command (summary,
 since, complexity, arguments with their tokens). The test walks every
 command of the module, writes its documented arguments back as a syntax
 line and checks it against the command reference's line for it."""

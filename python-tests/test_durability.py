@@ -1,4 +1,4 @@
-"""SPEC: Durability, replication — RDB, AOF (with and without the RDB
+"""docs/commands.md, Durability, replication — RDB, AOF (with and without the RDB
 preamble), restarts with and without data, live replicas, promotion."""
 
 import time

@@ -1,4 +1,4 @@
-"""SPEC: Replies and errors — every row of the table, and no input crashing
+"""docs/commands.md, Replies and errors — every row of the table, and no input crashing
 the server or leaving partial state."""
 
 import random

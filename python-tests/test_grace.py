@@ -1,4 +1,4 @@
-"""SPEC: Durability — restart grace (`restart-grace-ms`): after the module
+"""docs/commands.md, Durability — restart grace (`restart-grace-ms`): after the module
 loads, free locks and permits are refused with -TRYAGAIN (BLOCK waits), and
 EXTEND of a missing entry re-creates it for its holder."""
 

@@ -1,4 +1,4 @@
-"""SPEC: Keep-alive leases (KEEP) — the server renews a lease while the
+"""docs/commands.md, Keep-alive leases (KEEP) — the server renews a lease while the
 holder's connection lives; when it closes, the lease runs out at most
 ttl-ms later and waiters are served. Bindings are not persisted or
 replicated: replicas and the AOF hold a bound lease far away (a deadline
@@ -234,7 +234,7 @@ def test_renewal_cost_and_memory_per_binding(server, record_property):
 
 
 def test_a_ttl_too_short_to_keep_is_refused(make_server):
-    """SPEC: a KEEP ttl below 3 x keep-min-interval-ms is refused with -ERR,
+    """docs/commands.md, a KEEP ttl below 3 x keep-min-interval-ms is refused with -ERR,
     never silently lost."""
     r = make_server(module_args=["keep-min-interval-ms", "200"]).client()
     for cmd in (["LOCK.ACQUIRE", "k", "h", 599, "KEEP"], ["SEM.ACQUIRE", "s", "h", 3, 100, "KEEP"],
@@ -249,7 +249,7 @@ def test_a_ttl_too_short_to_keep_is_refused(make_server):
 
 
 def test_keep_max_idle_ends_a_silent_binding(make_server):
-    """SPEC: with keep-max-idle-ms, a bound lease whose connection sent
+    """docs/commands.md, with keep-max-idle-ms, a bound lease whose connection sent
     nothing for that long is no longer kept and runs out ttl-ms later (a
     half-open connection after a network cut looks exactly like this)."""
     srv = make_server(module_args=["keep-max-idle-ms", "1000"])
@@ -326,7 +326,7 @@ def test_replicas_hold_bound_leases_far_away_until_the_binding_ends(make_server)
 
 
 def test_a_promoted_replica_gives_bound_leases_their_ttl(make_server):
-    """SPEC: after a failover, a lease that was bound runs out at most ttl-ms
+    """docs/commands.md, after a failover, a lease that was bound runs out at most ttl-ms
     after the new master starts serving — and not before (the grace for
     the holder to bind it again there)."""
     master, replica, m, rep = start_pair(make_server)

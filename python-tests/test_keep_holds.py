@@ -1,4 +1,4 @@
-"""SPEC: Keep-alive leases (KEEP) — a binding belongs to one hold, not to a
+"""docs/commands.md, Keep-alive leases (KEEP) — a binding belongs to one hold, not to a
 name. Whatever ends the hold (a release, any command that removes or
 replaces its key) ends the binding at once; a later hold is kept only by
 its own `KEEP`. The invariant: a lease is held far away only while a live

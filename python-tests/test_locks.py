@@ -1,4 +1,4 @@
-"""SPEC: Locks — LOCK.ACQUIRE / REENTER / RELEASE / EXTEND / INFO /
+"""docs/commands.md, Locks — LOCK.ACQUIRE / REENTER / RELEASE / EXTEND / INFO /
 MACQUIRE / MRELEASE, and the lock key behaving like any Redis key."""
 
 import time
@@ -165,7 +165,7 @@ def test_fences_strictly_increase_across_keys(r):
 
 
 def test_fence_is_seeded_from_the_clock(r):
-    """SPEC: Words — seeded from `unix_ms << 10`, and below 2^53 so that a
+    """docs/commands.md, Words — seeded from `unix_ms << 10`, and below 2^53 so that a
     double (JavaScript, Lua, JSON) holds every fence exactly."""
     f = r.execute_command("LOCK.ACQUIRE", "k", "h", 5000)
     now_ms = int(time.time() * 1000)

@@ -1,4 +1,4 @@
-"""SPEC: Waiting without a connection (MAILBOX) — a queued request answers
+"""docs/commands.md, Waiting without a connection (MAILBOX) — a queued request answers
 WAITING at once and its outcome is appended to a list that BLPOP waits on;
 the same queue, order, deadlock check and timeouts as BLOCK; LOCK.CANCEL;
 requests belong to their connection; resends; what it costs (no blocked

@@ -1,4 +1,4 @@
-"""SPEC: Waiting without a connection (MAILBOX) — KEEP grants bind to the
+"""docs/commands.md, Waiting without a connection (MAILBOX) — KEEP grants bind to the
 queuing connection, lost holds are told to the mailbox (`-LOST`), the
 mailbox is a key of the command (ACL, type, cluster slot), and posts are
 list writes that replicas and the AOF see."""

@@ -1,4 +1,4 @@
-"""SPEC: Observability — INFO padlock counters and gauges, keyspace
+"""docs/commands.md, Observability — INFO padlock counters and gauges, keyspace
 notifications of the module class; ACL categories and key patterns."""
 
 import time

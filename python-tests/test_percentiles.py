@@ -1,4 +1,4 @@
-"""SPEC Observability: wait and hold percentiles per kind in INFO padlock,
+"""docs/commands.md, Observability: wait and hold percentiles per kind in INFO padlock,
 in Redis' latencystats form, cleared by CONFIG RESETSTAT, zero on
 replicas (they apply effects; they do not decide)."""
 

@@ -1,4 +1,4 @@
-"""Nothing a client sends can poison the server (SPEC: Words — fence,
+"""Nothing a client sends can poison the server (docs/commands.md, "Words" — fence,
 counters; Replies and errors — maxmemory; Eviction; LOCK.GRAPH;
 Configuration): crafted RESTORE payloads at and past every bound, memory
 pressure, other users' keys in introspection, eviction, and configuration

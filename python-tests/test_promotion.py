@@ -1,4 +1,4 @@
-"""SPEC: Durability — the restart grace also starts when a replica is
+"""docs/commands.md, Durability — the restart grace also starts when a replica is
 promoted to master: it may have missed the old master's last grants."""
 
 import time

@@ -1,4 +1,4 @@
-"""SPEC: Retries (ID) — a changing command resent with the same key(s),
+"""docs/commands.md, Retries (ID) — a changing command resent with the same key(s),
 holder and request-id answers its first reply and changes nothing: while
 held, for id-memory-ms after the request that freed the key, on replicas,
 after a promotion and after restarts; a BLOCK request granted after its

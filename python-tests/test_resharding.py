@@ -1,4 +1,4 @@
-"""SPEC: cluster — a lock's slot moving between nodes (MIGRATE, `redis-cli
+"""docs/commands.md, cluster — a lock's slot moving between nodes (MIGRATE, `redis-cli
 --cluster reshard`) while clients hold, wait for and release it. The state
 arrives intact, mutual exclusion holds, waiters on a moved key are sent
 where Redis would send a new command (`-ASK` / `-MOVED`) and none hangs;

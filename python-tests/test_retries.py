@@ -1,4 +1,4 @@
-"""SPEC: Retries — what real drivers do when a reply is lost after the
+"""docs/commands.md, Retries — what real drivers do when a reply is lost after the
 server applied the command (a loopback proxy drops it and closes the
 connection): redis-py resends (by default since 8.0: 10 retries), and
 without `ID` that doubled a reentry, freed a nested hold and doubled

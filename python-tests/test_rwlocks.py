@@ -1,4 +1,4 @@
-"""SPEC: Read-write locks — RWLOCK.ACQUIRE / RELEASE / EXTEND / INFO: shared
+"""docs/commands.md, Read-write locks — RWLOCK.ACQUIRE / RELEASE / EXTEND / INFO: shared
 readers, one writer, fair FIFO waits (readers at the head granted
 together), upgrade and downgrade, deadlocks through read-write keys,
 per-holder leases, persistence, replication, bad input."""

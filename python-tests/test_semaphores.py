@@ -1,4 +1,4 @@
-"""SPEC: Semaphores — SEM.ACQUIRE / RELEASE / EXTEND / INFO, per-holder
+"""docs/commands.md, Semaphores — SEM.ACQUIRE / RELEASE / EXTEND / INFO, per-holder
 leases, persistence and replication of semaphores."""
 
 import time

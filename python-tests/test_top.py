@@ -1,4 +1,4 @@
-"""SPEC: LOCK.INFO / SEM.INFO / RWLOCK.INFO `queue` and LOCK.TOP — who
+"""docs/commands.md, LOCK.INFO / SEM.INFO / RWLOCK.INFO `queue` and LOCK.TOP — who
 waits, in serving order, for how long; where the contention is now, for
 keys the caller may read."""
 

@@ -57,7 +57,7 @@ CASES = [
     ("SEM.ACQUIRE", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000"]),
     ("SEM.RELEASE", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder"]),
     ("RWLOCK.ACQUIRE", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000"]),
-    # With `ID request-id` (SPEC: Retries): each against its line above.
+    # With `ID request-id` (docs/commands.md, "Retries"): each against its line above.
     ("LOCK.ACQUIRE ID", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "ID", "r:{i}"]),
     ("LOCK.ACQUIRE, reentrant ID", HELD, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "ID", "r:{i}"]),
     ("LOCK.RELEASE ID", HELD, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),

@@ -1,4 +1,4 @@
-"""What one waiter costs the server, for `make bench` (SPEC: a MAILBOX waiter
+"""What one waiter costs the server, for `make bench` (docs/commands.md: a MAILBOX waiter
 costs at most what a BLPOP waiter costs): the whole server process under
 callgrind (every instruction of the event loop, networking and reply
 included, not only `call()`), from the moment `n` waiters start to queue

@@ -1,5 +1,5 @@
 //! Every error reply padlock can give, worded in one place so that the texts
-//! the SPEC promises (`NOTHELD`, `DEADLOCK`, ranges, syntax) cannot drift
+//! docs/commands.md promises (`NOTHELD`, `DEADLOCK`, ranges, syntax) cannot drift
 //! between commands.
 
 use std::fmt::Write;
@@ -140,7 +140,7 @@ impl Error {
 
 /// Renders bytes for an error line: printable ASCII as is, everything else
 /// (CR, LF, NUL, UTF-8 sequences) as `\xHH`, so no client bytes can break the
-/// RESP framing of an error reply. (As the SPEC words it, a `\` is printable
+/// RESP framing of an error reply. (As docs/commands.md words it, a `\` is printable
 /// and stays as it is.)
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());

@@ -1,4 +1,4 @@
-//! Request-ids (`ID request-id`, the SPEC's "Retries"): what the server
+//! Request-ids (`ID request-id`, docs/commands.md's "Retries"): what the server
 //! remembers of the changing requests it applied, so that a resend gets
 //! the first reply and changes nothing.
 //!

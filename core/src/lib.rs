@@ -1,4 +1,4 @@
-//! padlock's pure core: every rule of the SPEC as plain Rust, with no Redis
+//! padlock's pure core: every rule of the contract (docs/commands.md) as plain Rust, with no Redis
 //! types and the clock passed in (`now_ms`), so it is tested without a
 //! server. Its public surface is what the module's glue uses.
 

@@ -1,4 +1,4 @@
-//! Reentrant locks: every rule of the SPEC's "Locks" section that does not
+//! Reentrant locks: every rule of docs/commands.md's "Locks" section that does not
 //! involve waiting. Functions take the stored state and return what to
 //! write; the glue applies the write to the key and replicates exactly it,
 //! so replicas and the AOF never re-decide anything.

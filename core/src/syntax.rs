@@ -1,6 +1,6 @@
-//! Command syntax as the SPEC writes it (`key holder ttl-ms [BLOCK
+//! Command syntax as docs/commands.md writes it (`key holder ttl-ms [BLOCK
 //! timeout-ms] [KEEP]`), read into the argument tree `COMMAND DOCS`
-//! describes, and written back. Keeping the SPEC's own line as the one
+//! describes, and written back. Keeping that line as the one
 //! source means the docs cannot drift from it: the glue hands the tree to
 //! Redis, and the tests read `COMMAND DOCS` back into the same line.
 
@@ -177,7 +177,7 @@ fn optional(out: &mut Vec<ArgDoc>, group: Vec<ArgDoc>) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes the tree back as the SPEC writes it.
+/// Writes the tree back as docs/commands.md writes it.
 #[cfg(test)]
 pub fn render(args: &[ArgDoc]) -> String {
     let one = |a: &ArgDoc| -> String {

@@ -1,7 +1,7 @@
 //! `COMMAND DOCS` for every command, set with `RedisModule_SetCommandInfo`
 //! where the server has it (Redis 7.0 and later, Valkey). Each command is
-//! described by its SPEC syntax line, read by `core::syntax` into the
-//! argument tree Redis wants, so the docs say exactly what the SPEC says.
+//! described by its syntax line (docs/commands.md), read by `core::syntax` into the
+//! argument tree Redis wants, so the docs say exactly what docs/commands.md says.
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::ptr;

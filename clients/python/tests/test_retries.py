@@ -1,7 +1,7 @@
 """Lost replies, dead and half-open connections, keys replaced by another
 type, errors during renewal: the client never doubles a hold, never frees
 a nested one, never says `held` once the lease may have run out, and
-always reports a loss (SPEC: Retries)."""
+always reports a loss (docs/commands.md, "Retries")."""
 
 import threading
 import time

@@ -1,6 +1,6 @@
 // How a hold's commands are resent, and what each failure means.
 //
-// Every changing command carries a fresh request-id (`ID`, SPEC: Retries);
+// Every changing command carries a fresh request-id (`ID`, docs/commands.md "Retries");
 // on a connection error or timeout the same command, with the same id, is
 // sent again on a fresh connection until the caller's deadline. The server
 // answers a resend of an applied request with its first reply and changes

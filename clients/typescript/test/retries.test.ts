@@ -1,5 +1,5 @@
 // Lost replies, half-open connections, a key replaced by another type, an
-// abandoned wait (SPEC: Retries): through scripts/faultproxy.py, with
+// abandoned wait (docs/commands.md, "Retries"): through scripts/faultproxy.py, with
 // ioredis, node-redis and valkey-glide.
 import { afterEach, beforeEach, describe, test } from "node:test";
 import assert from "node:assert/strict";

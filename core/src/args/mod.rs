@@ -1,5 +1,5 @@
 //! Argument vectors to typed requests. Every range and syntax rule of the
-//! SPEC's errors table is checked here, before any key is touched, so a
+//! errors table of docs/commands.md is checked here, before any key is touched, so a
 //! refused command never leaves partial state.
 
 use super::error::Error;

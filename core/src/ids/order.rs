@@ -6,7 +6,7 @@
 //! yet (its request's time plus the same `id-memory-ms`), so a new one goes
 //! in at the tail; a search from the tail is bounded, and past that bound
 //! the group is placed there and comes due as late as its neighbour (the
-//! SPEC asks for *at least* `id-memory-ms`). A sorted tree cost about 600
+//! docs/commands.md asks for *at least* `id-memory-ms`). A sorted tree cost about 600
 //! instructions per remembered request in comparisons alone.
 
 const NIL: usize = usize::MAX;

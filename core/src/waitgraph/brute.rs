@@ -66,7 +66,7 @@ fn held_nearest(
     (all, any)
 }
 
-/// The SPEC's definition itself: is there a set of holders containing the
+/// The contract's definition itself (docs/commands.md): is there a set of holders containing the
 /// waiter, each with a request (the waiter: its new one) that waits only
 /// on members? Every subset is tried when few holders wait; past that,
 /// the largest such set is found the naive way (drop non-members until

@@ -153,7 +153,7 @@ impl Req<'_> {
 }
 
 /// The greatest set of holders each of which has a request waiting only
-/// on members (SPEC "Deadlock detection": each waits for a key all of
+/// on members (docs/commands.md "Deadlock detection": each waits for a key all of
 /// whose holders are in the set), over the graph read from one waiter.
 struct Deadlocked<'a> {
     members: Set<&'a [u8]>,

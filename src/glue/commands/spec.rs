@@ -53,7 +53,7 @@ pub const ONE_GRANT: Keys = Keys::One(GRANT);
 pub const ONE_RENEW: Keys = Keys::One(RENEW);
 pub const COUNTED_GRANT: Keys = Keys::Counted(GRANT);
 
-/// `COMMAND DOCS`: the syntax line is the SPEC's, read by `core::syntax`.
+/// `COMMAND DOCS`: the syntax line is docs/commands.md's, read by `core::syntax`.
 #[derive(Clone, Copy)]
 pub struct Doc {
     pub summary: &'static str,

@@ -38,7 +38,7 @@ pub fn init(ctx: &Context, thaw: Thaw) {
 
 /// The connection a `KEEP` binds to; None without `KEEP`. A script has no
 /// connection of its own that could close, so `KEEP` is refused there; so
-/// is a ttl below 3 x `keep-min-interval-ms` (the SPEC's floor), rather
+/// is a ttl below 3 x `keep-min-interval-ms` (the documented floor), rather
 /// than lost.
 pub fn client(ctx: &Context, keep: bool, ttl_ms: i64) -> Result<Option<u64>, Error> {
     if !keep {

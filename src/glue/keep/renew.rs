@@ -2,7 +2,7 @@
 //! bindings: those of connections that closed, and (with
 //! `keep-max-idle-ms`) of connections silent that long. Each such lease
 //! gets a full ttl from then, written and sent with its real deadline, so
-//! that it runs out everywhere as the SPEC says.
+//! that it runs out everywhere as docs/commands.md says.
 
 use std::cell::RefCell;
 use std::os::raw::c_void;

@@ -1,6 +1,6 @@
 //! Leases held far away, on a server that now serves them with no binding
 //! (a promoted replica, a restart from the AOF): each gets its ttl from
-//! now, as the SPEC's "at most ttl-ms after the new master starts serving"
+//! now, as docs/commands.md's "at most ttl-ms after the new master starts serving"
 //! asks. Found by one pass over the keyspace, a slice per timer turn, so
 //! that a large keyspace never stalls the server; until its turn comes a
 //! lease is simply still held.

@@ -1,4 +1,4 @@
-//! `ID request-id` on the changing commands (the SPEC's "Retries"): a
+//! `ID request-id` on the changing commands (docs/commands.md's "Retries"): a
 //! resend with the same key(s), holder and id answers the first reply and
 //! changes nothing. The rules of what is remembered, and for how long, are
 //! `core::ids`; here a command is looked up before its body runs, its

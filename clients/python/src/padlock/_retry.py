@@ -1,7 +1,7 @@
 """How a hold's commands are resent, and what each failure means. Shared
 by the blocking and the asyncio flavours, which only do the I/O.
 
-Every changing command carries a fresh request-id (`ID`, SPEC: Retries);
+Every changing command carries a fresh request-id (`ID`, docs/commands.md "Retries");
 on a connection error or timeout the same command, with the same id, is
 sent again on a fresh connection until the caller's deadline. The server
 answers a resend of an applied request with its first reply and changes
