@@ -217,3 +217,7 @@ pub fn graph(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let count = args::graph(&args[1..])?;
     Ok(waiting::graph(ctx, count))
 }
+
+impl super::Family for crate::core::lock::Lock {
+    const COMMANDS: &'static [super::spec::Command] = COMMANDS;
+}

@@ -18,6 +18,7 @@ use super::blocking;
 use super::info::bump;
 use super::keep;
 use super::kinds::effect::{self, Effect};
+use super::kinds::Kind;
 use super::mailbox::{self, Mail};
 use super::types::with_kinds;
 use super::waiting::{self, Attempt, Try, Want};
@@ -55,13 +56,26 @@ fn effect<K: Effect>() -> Command {
     }
 }
 
+/// A kind's command family (its `commands!` rows). `all` reads it for
+/// every kind of `types::with_kinds!`, with its effect command: a kind
+/// listed there without a family does not compile, and a family is
+/// registered only through the list.
+pub trait Family: Kind + Effect {
+    const COMMANDS: &'static [Command];
+}
+
 /// Every command padlock registers.
 pub fn all() -> Vec<Command> {
-    let mut out: Vec<Command> = [lock::COMMANDS, sem::COMMANDS, rwlock::COMMANDS].concat();
-    macro_rules! effects {
-        ($($t:ty),*) => { $( out.push(effect::<$t>()); )* };
+    let mut out: Vec<Command> = Vec::new();
+    macro_rules! families {
+        ($($t:ty),*) => {
+            $(
+                out.extend_from_slice(<$t as Family>::COMMANDS);
+                out.push(effect::<$t>());
+            )*
+        };
     }
-    with_kinds!(effects);
+    with_kinds!(families);
     out.push(fence_floor());
     out.push(request_id());
     out

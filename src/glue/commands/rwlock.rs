@@ -134,3 +134,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("keep", RedisValue::Integer(bound)),
     ]))
 }
+
+impl super::Family for crate::core::rwlock::RwLock {
+    const COMMANDS: &'static [super::spec::Command] = COMMANDS;
+}

@@ -122,3 +122,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
         ("keep", RedisValue::Integer(bound as i64)),
     ]))
 }
+
+impl super::Family for crate::core::semaphore::Semaphore {
+    const COMMANDS: &'static [super::spec::Command] = COMMANDS;
+}

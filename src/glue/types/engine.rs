@@ -16,11 +16,9 @@ pub trait Stored {
     fn held_for(&self, _waiter: &[u8], _need: Need, now_ms: i64) -> Held {
         self.held(now_ms)
     }
-    /// Whether `held_for` is `held` for every request (not for a
-    /// read-write lock): a refusal then reads the holders once.
-    fn held_alike(&self) -> bool {
-        true
-    }
+    /// Whether `held_for` is `held` for every request: a refusal then
+    /// reads the holders once. Each kind answers its `KindInfo::all_conflict`.
+    fn held_alike(&self) -> bool;
     /// When it may next free itself, given the key's own expiry.
     fn frees_at(&self, key_expire: Option<i64>) -> Option<i64>;
     /// Whether a holder's own lease is held far away (`KEEP`) while the

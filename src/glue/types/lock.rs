@@ -40,6 +40,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
 pub static LOCK_INFO: KindInfo = KindInfo {
     name: "lock",
     short: "lock",
+    all_conflict: true,
     gauge: "locks",
     values: AtomicI64::new(0),
     prefix: "",
@@ -121,6 +122,10 @@ impl Value for Lock {
 }
 
 impl Stored for Lock {
+    fn held_alike(&self) -> bool {
+        LOCK_INFO.all_conflict
+    }
+
     fn held(&self, _now_ms: i64) -> Held {
         Held::all(vec![self.holder.to_vec()])
     }

@@ -96,6 +96,12 @@ pub struct KindInfo {
     pub name: &'static str,
     /// As `LOCK.TOP` names it: "lock", "sem", "rwlock".
     pub short: &'static str,
+    /// Whether every request on a key of this kind conflicts with every
+    /// other one (a lock, a semaphore; not a read-write lock's readers):
+    /// a request then waits for the same holders and for all requests
+    /// ahead of it, so the waiting engine reads the holders once and the
+    /// deadlock check summarises the queue (`waiting::deadlock`).
+    pub all_conflict: bool,
     /// `INFO padlock` gauge of values in memory: `locks`, ...
     pub gauge: &'static str,
     pub values: AtomicI64,

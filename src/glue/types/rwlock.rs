@@ -40,6 +40,7 @@ pub static RWLOCK_TYPE: RedisType = RedisType::new(
 pub static RWLOCK_INFO: KindInfo = KindInfo {
     name: "read-write lock",
     short: "rwlock",
+    all_conflict: false,
     gauge: "rwlocks",
     values: AtomicI64::new(0),
     prefix: "rw_",
@@ -171,7 +172,7 @@ impl Stored for RwLock {
     }
 
     fn held_alike(&self) -> bool {
-        false
+        RWLOCK_INFO.all_conflict
     }
 
     fn frees_at(&self, _key_expire: Option<i64>) -> Option<i64> {

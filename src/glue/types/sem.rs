@@ -39,6 +39,7 @@ pub static SEM_TYPE: RedisType = RedisType::new(
 pub static SEM_INFO: KindInfo = KindInfo {
     name: "semaphore",
     short: "sem",
+    all_conflict: true,
     gauge: "semaphores",
     values: AtomicI64::new(0),
     prefix: "sem_",
@@ -133,6 +134,10 @@ impl Value for Semaphore {
 }
 
 impl Stored for Semaphore {
+    fn held_alike(&self) -> bool {
+        SEM_INFO.all_conflict
+    }
+
     fn holds_kept(&self) -> bool {
         self.latest_deadline()
             .is_some_and(|d| d >= crate::core::keep::KEPT_BASE)

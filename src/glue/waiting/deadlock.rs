@@ -177,7 +177,7 @@ fn summary_ahead(
 /// Whether a request's key is one where all requests conflict (a lock or a
 /// semaphore), so that the complex requests ahead summarise the queue.
 fn summarised(want: &dyn Want) -> bool {
-    want.kind().short != "rwlock"
+    want.kind().all_conflict
 }
 
 /// The cycle as the calling user may see it (see `acl::Reader`).
