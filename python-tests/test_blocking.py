@@ -195,6 +195,9 @@ def test_grants_reach_the_replica(make_server):
     master, replica, m, rep = start_pair(make_server)
     m.execute_command("LOCK.ACQUIRE", "k", "a", 200)
     w1 = Background(master, "LOCK.ACQUIRE", "k", "b", 400, "BLOCK", 0)
+    # b must queue before c (or already hold): two threads started
+    # together reach the server in either order.
+    assert wait_for(lambda: w1.done() or blocked(m) == 1, timeout=5)
     w2 = Background(master, "LOCK.ACQUIRE", "k", "c", 30000, "BLOCK", 0)
     f1 = w1.result()
     f2 = w2.result()
