@@ -94,7 +94,7 @@ def test_atomic_migration_moves_state_and_redirects_waiters(make_server):
 def test_writes_during_the_migration_reach_the_destination(make_server):
     """Acquires and releases on the source while the slot's snapshot is
     still being sent go to the destination through the migration's own
-    stream (the effect commands, `internal` on Redis 8, applied there)."""
+    stream (the state commands, `internal` on Redis 8, applied there)."""
     kind, nodes = migration_cluster(make_server)
     src, dst = nodes[0], nodes[1]
     slot = 200

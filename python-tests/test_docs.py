@@ -10,7 +10,7 @@ import pytest
 import redis
 
 # The command reference's headings (`### CMD args`, docs/commands.md).
-# The internal effect commands are not in it; their lines are the
+# The internal state commands are not in it; their lines are the
 # README's.
 SYNTAX = {
     "lock.acquire": "key holder ttl-ms [BLOCK timeout-ms [MAILBOX mailbox-key]] [KEEP] [ID request-id]",
@@ -58,7 +58,7 @@ def module_commands(r):
 
 
 def effects_are_internal(r):
-    """Redis 8.0+ registers the effect commands `internal`: unknown to
+    """Redis 8.0+ registers the state commands `internal`: unknown to
     clients, absent from COMMAND."""
     info = r.info("server")
     return "valkey_version" not in info and int(info["redis_version"].split(".")[0]) >= 8

@@ -210,10 +210,10 @@ def effect_value(rng, now):
 
 
 def test_fuzz_effects_as_the_aof_sends_them(make_server):
-    """Effect commands the way the master link or the AOF would send them,
+    """State commands the way the master link or the AOF would send them,
     with random and extreme arguments: whatever the server accepts, it can
     save, load, DUMP and RESTORE again, and its fences stay below 2^53."""
-    from test_effects import aof_server
+    from test_state_commands import aof_server
     rng = random.Random(2027)
     now = int(time.time() * 1000)
     cmds = []

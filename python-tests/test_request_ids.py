@@ -14,7 +14,7 @@ import redis
 
 from conftest import wait_blocked, wait_for
 from test_durability import start_pair
-from test_effects import resp
+from test_state_commands import resp
 
 
 def info(r, cmd, key):
@@ -339,7 +339,7 @@ def test_key_lookups_see_the_keys_not_the_id(r):
 def test_the_id_rides_on_the_requests_own_effect(make_server):
     """One propagated command per single-key request: the effect carries
     the id (a final release too, as a LOCKSET with count 0), no MULTI."""
-    from test_effects import parse_commands, read_aof_incr
+    from test_state_commands import parse_commands, read_aof_incr
     s = make_server(extra=["--appendonly", "yes"])
     r = s.client()
     r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")

@@ -3,7 +3,11 @@
 padlock-core in core/src/, seen as one tree where the module's
 `crate::core::` is the core crate): no two files depend on each other in a
 circle (through `use`, `super::`/`crate::` paths), no file is much over 400
-lines, and the core has no Redis dependency and no unsafe code. A file
+lines, and the core has no Redis dependency and no unsafe code. Client
+library sources are held to the same rule (at most 450 lines), and the
+map in docs/design.md ("Where things live") must name every file and
+directory directly in core/src/ and src/glue/, and nothing that is not
+there. A file
 depends on another when it names an item path that resolves into it; `mod
 x;` declarations (a parent listing its children) do not count, a child
 using its parent's items does. Exits 1 and names the circle or the file
@@ -17,6 +21,15 @@ TOP = pathlib.Path(__file__).resolve().parent.parent
 ROOT = TOP / "src"
 CORE = TOP / "core" / "src"
 MAX_LINES = 420
+CLIENT_MAX_LINES = 450
+CLIENT_SOURCES = [
+    ("clients/python/src", "*.py"),
+    ("clients/typescript/src", "*.ts"),
+    ("clients/java/src/main", "*.java"),
+    ("clients/java/src/main", "*.kt"),
+]
+#: Written from another file at install time, not kept in git.
+GENERATED = {"clients/python/src/padlock/sync.py"}
 
 
 def module_of(path):
@@ -44,8 +57,51 @@ def core_is_pure():
     return True
 
 
+def clients_fit():
+    ok = True
+    for base, pattern in CLIENT_SOURCES:
+        for p in sorted((TOP / base).rglob(pattern)):
+            rel = str(p.relative_to(TOP))
+            if rel in GENERATED:
+                continue
+            n = len(p.read_text().splitlines())
+            if n > CLIENT_MAX_LINES:
+                print(f"{rel} has {n} lines (at most {CLIENT_MAX_LINES})")
+                ok = False
+    return ok
+
+
+def map_matches():
+    """The code block under "Where things live" in docs/design.md."""
+    text = (TOP / "docs" / "design.md").read_text()
+    try:
+        block = text.split("## Where things live", 1)[1].split("```", 2)[1]
+    except IndexError:
+        print("docs/design.md has no map under \"## Where things live\"")
+        return False
+    words = set(re.findall(r"[A-Za-z0-9_.-]+/?", block))
+    ok = True
+    for base in (CORE, ROOT / "glue"):
+        for p in sorted(base.iterdir()):
+            name = p.name + ("/" if p.is_dir() else "")
+            if name in ("lib.rs", "mod.rs"):
+                continue
+            if name not in words:
+                print(f"docs/design.md's map does not name {p.relative_to(TOP)}")
+                ok = False
+    names = {p.name for p in TOP.rglob("*") if ".git" not in p.parts and "target" not in p.parts
+             and "node_modules" not in p.parts}
+    for w in sorted(words):
+        if (w.endswith(".rs") or w.endswith("/")) and w.rstrip("/") not in names:
+            print(f"docs/design.md's map names {w}, which is not in the tree")
+            ok = False
+    return ok
+
+
 def main():
     if not core_is_pure():
+        return 1
+    if not clients_fit() or not map_matches():
         return 1
     files = {module_of(p): p for p in list(ROOT.rglob("*.rs")) + list(CORE.rglob("*.rs"))}
     deps = {m: set() for m in files}

@@ -23,9 +23,9 @@ pub enum Error {
     DuplicateKey(Vec<u8>),
     /// `PERMITS n` larger than the semaphore limit in the same request.
     PermitsOverLimit,
-    /// An effect command naming a state the rules never reach.
+    /// An state command naming a state the rules never reach.
     Invalid(&'static str),
-    /// An effect command sent by a client (they come only from the master
+    /// An state command sent by a client (they come only from the master
     /// link and the AOF).
     EffectOnly(Vec<u8>),
     /// `eviction refuse` while `maxmemory-policy` (named) can evict.

@@ -3,7 +3,7 @@
 //! may be damaged or forged; a value that breaks an invariant the rules rely
 //! on (a count of 0, an empty holder, permits past every bound) would make
 //! later commands misbehave long after the load, so it is refused whole.
-//! The effect commands (replication, AOF) check their states here too: one
+//! The state commands (replication, AOF) check their states here too: one
 //! definition of a valid state, so what the server accepts it can save,
 //! load, `DUMP` and `RESTORE` again.
 
@@ -18,7 +18,7 @@ use super::since::Since;
 pub type Invalid = &'static str;
 
 /// A holder name; `max` is the ceiling for loaded values and
-/// `max-holder-len` for effect commands.
+/// `max-holder-len` for state commands.
 pub fn holder(h: &[u8], max: usize) -> Result<(), Invalid> {
     match h.len() {
         0 => Err("empty holder"),

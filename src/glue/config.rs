@@ -43,7 +43,7 @@ pub static GRACE_FROM_MS: AtomicI64 = AtomicI64::new(0);
 /// operator).
 pub fn start_grace(now_ms: i64) {
     GRACE_FROM_MS.store(now_ms, Ordering::Relaxed);
-    super::pending::grace_changed();
+    super::timer::grace_changed();
 }
 
 impl GraceSetting {
@@ -82,7 +82,7 @@ impl ConfigurationValue<RedisString> for GraceSetting {
         })?;
         self.store(g);
         // Logged, and waiters it held back served, when it ends now.
-        super::pending::grace_changed();
+        super::timer::grace_changed();
         Ok(())
     }
 }

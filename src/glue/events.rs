@@ -12,8 +12,8 @@ use super::guard;
 use super::info;
 use super::keep;
 use super::key::Key;
-use super::pending;
 use super::server::{notify, now_ms};
+use super::timer;
 use super::types;
 use super::waiting;
 
@@ -71,9 +71,9 @@ pub fn on_generic_event(ctx: &Context, _event: NotifyEvent, name: &str, key: &[u
         "move_from" => guard::call((), || {
             MOVED_FROM.set(blocking::selected_db(ctx));
             // Its waiters here see a free key.
-            pending::note_removed(key);
+            timer::note_removed(key);
         }),
-        "rename_from" => guard::call((), || pending::note_removed(key)),
+        "rename_from" => guard::call((), || timer::note_removed(key)),
         "move_to" => guard::call((), || {
             keep::moved_in(ctx, key);
             // Valkey 8.1 runs subscribers on the calling client, selected
@@ -225,7 +225,7 @@ unsafe extern "C" fn on_swapdb(
             Some((a, b)) => keep::swapped(a, b),
             None => keep::thaw_all(),
         }
-        pending::note_all();
+        timer::note_all();
     });
 }
 

@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 use redis_module::{logging, raw, Context};
 
 use super::config::{GRACE_FROM_MS, MAX_TTL_MS, RESTART_GRACE};
-use super::pending;
 use super::server::now_ms;
+use super::timer;
 use crate::core::grace::Grace;
 
 thread_local! {
@@ -22,9 +22,9 @@ thread_local! {
 }
 
 pub fn init(ctx: &Context) {
-    pending::grace_init(ctx, fire);
+    timer::grace_init(ctx, fire);
     // After OnLoad, once the load-time settings are in.
-    pending::grace_changed();
+    timer::grace_changed();
 }
 
 /// (running, ms it may still refuse some request) now.
@@ -56,9 +56,9 @@ unsafe extern "C" fn fire(_ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
         } else if was && !running {
             logging::log_notice("padlock: restart grace ended: free locks are granted again");
             // Waiters it held back are served at once.
-            pending::note_all();
+            timer::note_all();
         }
-        pending::grace_fired(running.then_some(now + left));
+        timer::grace_fired(running.then_some(now + left));
     })
 }
 

@@ -6,8 +6,6 @@ use redis_module::{raw, Context, RedisString};
 
 use super::types::{self, into_raw, Stored, Value};
 use crate::core::error::Error;
-use crate::core::lock::Lock;
-use crate::core::semaphore::Semaphore;
 
 pub struct Key<'a> {
     ptr: *mut raw::RedisModuleKey,
@@ -84,16 +82,6 @@ impl<'a> Key<'a> {
             let p = rm!(RedisModule_ModuleTypeGetValue)(self.ptr);
             Ok((p as *mut T).as_mut())
         }
-    }
-
-    /// The lock stored here; `WRONGTYPE` for any other value.
-    pub fn lock(&mut self) -> Result<Option<&mut Lock>, Error> {
-        self.value()
-    }
-
-    /// The semaphore stored here; `WRONGTYPE` for any other value.
-    pub fn sem(&mut self) -> Result<Option<&mut Semaphore>, Error> {
-        self.value()
     }
 
     /// Stores a new value (replacing any old one, expiry included).

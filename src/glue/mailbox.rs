@@ -108,7 +108,7 @@ pub fn post(ctx: &Context, mail: &Mail, reply: &Reply) {
 /// Queues a post from where nothing may be written (a type's callback).
 pub fn later(mail: Mail, element: Vec<u8>) {
     OUTBOX.with(|o| o.borrow_mut().push((mail, element)));
-    super::pending::arm(now_ms());
+    super::timer::arm(now_ms());
 }
 
 /// Whether posts wait for a timer pass that may write.

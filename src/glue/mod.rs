@@ -31,13 +31,13 @@ mod keep;
 mod key;
 mod kinds;
 mod mailbox;
-mod pending;
 mod percentiles;
 mod replicate;
 mod report;
 mod requests;
 mod server;
 mod table;
+mod timer;
 pub mod types;
 mod waiting;
 

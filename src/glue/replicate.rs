@@ -19,16 +19,12 @@ use std::ptr::null_mut;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::core::lock::Lock;
-use crate::core::rwlock::{Effect, RwLock};
-use crate::core::semaphore::Semaphore;
-use crate::glue::requests::piggy::{self, Fields};
-use crate::glue::types::Value;
+use crate::glue::requests::piggy::Fields;
 
 /// Decimal digits from a stack buffer: Redis builds one embedded string
 /// from a buffer, but two allocations from a `long long` once the effect
 /// reaches the AOF or a replica.
-fn digits(buf: &mut itoa::Buffer, n: i64) -> (*const c_char, usize) {
+pub(crate) fn digits(buf: &mut itoa::Buffer, n: i64) -> (*const c_char, usize) {
     let s = buf.format(n);
     (s.as_ptr() as *const c_char, s.len())
 }
@@ -113,14 +109,14 @@ fn small(n: i64) -> Option<RawString> {
 }
 
 /// Strings made for one effect, freed once Redis took its references.
-struct Made<'c> {
+pub(crate) struct Made<'c> {
     ctx: &'c Context,
     strings: [RawString; 4],
     len: usize,
 }
 
 impl<'c> Made<'c> {
-    fn new(ctx: &'c Context) -> Self {
+    pub fn new(ctx: &'c Context) -> Self {
         Made {
             ctx,
             strings: [null_mut(); 4],
@@ -128,7 +124,7 @@ impl<'c> Made<'c> {
         }
     }
 
-    fn make(&mut self, bytes: &[u8]) -> RawString {
+    pub fn make(&mut self, bytes: &[u8]) -> RawString {
         // SAFETY: a new string, freed in Drop.
         let s = unsafe {
             rm!(RedisModule_CreateString)(
@@ -145,11 +141,11 @@ impl<'c> Made<'c> {
     }
 
     /// The holder: the command's own argument when it is one.
-    fn holder(&mut self, holder: &[u8]) -> RawString {
+    pub fn holder(&mut self, holder: &[u8]) -> RawString {
         argument(holder).unwrap_or_else(|| self.make(holder))
     }
 
-    fn count(&mut self, n: u64) -> RawString {
+    pub fn count(&mut self, n: u64) -> RawString {
         small(n as i64).unwrap_or_else(|| self.make(itoa::Buffer::new().format(n).as_bytes()))
     }
 }
@@ -181,157 +177,22 @@ macro_rules! replicate_with_tail {
                     rm!(RedisModule_Replicate)(
                         $ctx.ctx, $cmd, $tailfmt.as_ptr(), $($arg),*,
                         $crate::glue::replicate::id_word(),
-                        packed.as_ptr() as *const c_char, packed.len(),
+                        packed.as_ptr() as *const ::std::os::raw::c_char, packed.len(),
                     );
                 }
             }
         }
     }};
 }
+pub(crate) use replicate_with_tail;
 
-fn fields(fence: u64, count: u64, reads: u64, writes: u64) -> Fields {
+pub(crate) fn fields(fence: u64, count: u64, reads: u64, writes: u64) -> Fields {
     Fields {
         fence,
         count,
         reads,
         writes,
     }
-}
-
-pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    let tail = piggy::ride(
-        key,
-        &lock.holder,
-        fields(lock.fence, u64::from(lock.count), 0, 0),
-    );
-    let mut m = Made::new(ctx);
-    let (h, c) = (m.holder(&lock.holder), m.count(u64::from(lock.count)));
-    let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let ((fp, fl), (dp, dl)) = (
-        digits(&mut f, lock.fence as i64),
-        digits(&mut d, deadline_ms),
-    );
-    // SAFETY: the format names exactly the arguments passed; the strings
-    // and buffers live until the call returns.
-    replicate_with_tail!(
-        ctx,
-        tail,
-        Lock::INFO.effect.as_ptr(),
-        c"sssbb",
-        c"sssbbsb",
-        key.inner,
-        h,
-        c,
-        fp,
-        fl,
-        dp,
-        dl
-    );
-}
-
-/// A lock whose lease alone moved (a renewal: `KEEP`'s, or `LOCK.EXTEND`):
-/// `PEXPIREAT key deadline`, which replicas and the AOF apply natively, in
-/// about half the bytes of the whole value and without running a module
-/// command there. The whole value when a request-id may ride on the effect.
-pub fn lock_expire(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    if piggy::aboard() {
-        return lock_set(ctx, key, lock, deadline_ms);
-    }
-    let mut d = itoa::Buffer::new();
-    let (dp, dl) = digits(&mut d, deadline_ms);
-    // SAFETY: format "sb": one live string and a buffer that outlives the call.
-    unsafe {
-        rm!(RedisModule_Replicate)(
-            ctx.ctx,
-            c"PEXPIREAT".as_ptr(),
-            c"sb".as_ptr(),
-            key.inner,
-            dp,
-            dl,
-        );
-    }
-}
-
-/// A lock freed by `holder`: `DEL`, or, when the running request's id
-/// rides on it, `PADLOCK.LOCKSET key holder 0 0 0 <tail>` (count 0 frees).
-pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
-    let tail = holder.and_then(|h| piggy::ride(key, h, fields(0, 0, 0, 0)));
-    let Some(t) = tail else {
-        return del(ctx, key);
-    };
-    let mut m = Made::new(ctx);
-    let h = m.holder(holder.unwrap_or_default());
-    let zero = m.count(0);
-    replicate_with_tail!(
-        ctx,
-        Some(t),
-        Lock::INFO.effect.as_ptr(),
-        c"sssss",
-        c"ssssssb",
-        key.inner,
-        h,
-        zero,
-        zero,
-        zero
-    );
-}
-
-/// One semaphore holder's new state; permits 0 removes the holder (and the
-/// key with its last holder).
-pub fn sem_set(
-    ctx: &Context,
-    key: &RedisString,
-    holder: &[u8],
-    limit: u64,
-    permits: u64,
-    deadline_ms: i64,
-) {
-    let tail = piggy::ride(key, holder, fields(0, permits, 0, 0));
-    let mut m = Made::new(ctx);
-    let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
-    let mut d = itoa::Buffer::new();
-    let (dp, dl) = digits(&mut d, deadline_ms);
-    replicate_with_tail!(
-        ctx,
-        tail,
-        Semaphore::INFO.effect.as_ptr(),
-        c"ssssb",
-        c"ssssbsb",
-        key.inner,
-        h,
-        l,
-        p,
-        dp,
-        dl
-    );
-}
-
-/// One read-write lock holder's new state; no holds removes the holder
-/// (and the key with its last holder).
-pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
-    let tail = piggy::ride(key, &e.holder, fields(e.fence, 0, e.reads, e.writes));
-    let mut m = Made::new(ctx);
-    let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
-    let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let ((fp, fl), (dp, dl)) = (
-        digits(&mut f, e.fence as i64),
-        digits(&mut d, e.deadline_ms),
-    );
-    replicate_with_tail!(
-        ctx,
-        tail,
-        RwLock::INFO.effect.as_ptr(),
-        c"ssssbb",
-        c"ssssbbsb",
-        key.inner,
-        h,
-        r,
-        w,
-        fp,
-        fl,
-        dp,
-        dl
-    );
 }
 
 /// `PADLOCK.REQUESTID key holder id at-ms print I value` (see

@@ -74,7 +74,7 @@ pub fn is_valkey() -> bool {
 
 /// Valkey's own module options: `SKIP_COMMAND_VALIDATION` (1 << 4, Valkey
 /// 8.1+: `Replicate` skips its command lookup by name; padlock replicates
-/// only its own effect commands and `DEL`) and
+/// only its own state commands and `DEL`) and
 /// `HANDLE_ATOMIC_SLOT_MIGRATION` (1 << 5, Valkey 9+: padlock serves no
 /// staged key of a slot it does not own, every effect touches one key, and
 /// waiters of a slot that moved away are answered `-MOVED`). Older Valkeys

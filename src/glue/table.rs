@@ -1,5 +1,5 @@
 //! Registration: every command of `commands::all()` (the families' rows
-//! and the kinds' effect commands), then its ACL categories where the
+//! and the kinds' state commands), then its ACL categories where the
 //! server has them, then its `COMMAND DOCS`.
 
 use std::ffi::{CStr, CString};
@@ -15,7 +15,7 @@ use super::commands::{self, spec::Command};
 pub fn register(ctx: &Context) -> Status {
     let all = commands::all();
     for c in &all {
-        // An effect command is first offered as `internal` (Redis 8.0+:
+        // An state command is first offered as `internal` (Redis 8.0+:
         // unknown to clients, absent from `COMMAND`, still applied from the
         // master link and the AOF); servers without the flag refuse it, and
         // then it is registered as it is.

@@ -1,13 +1,9 @@
 //! Command bodies, one file per family, each with its rows (`spec`): parse
 //! (`core::args`), call the kind (`glue::kinds`) or the waiting engine,
-//! reply. `all()` is every command, the kinds' effect commands included;
+//! reply. `all()` is every command, the kinds' state commands included;
 //! `glue::table` registers them.
 
 pub mod spec;
-
-pub mod lock;
-pub mod rwlock;
-pub mod sem;
 
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
@@ -17,7 +13,7 @@ use redis_module::{Context, RedisString, RedisValue};
 use super::blocking;
 use super::info::bump;
 use super::keep;
-use super::kinds::effect::{self, Effect};
+use super::kinds::state::{self, SetState};
 use super::kinds::Kind;
 use super::mailbox::{self, Mail};
 use super::types::with_kinds;
@@ -29,38 +25,38 @@ use spec::{Command, Doc, Ids, Keys, SET};
 /// A command body: the arguments after the name are parsed inside.
 pub type Body = fn(&Context, &[RedisString]) -> Result<RedisValue, Error>;
 
-extern "C" fn effect_handler<K: Effect>(
+extern "C" fn state_handler<K: SetState>(
     ctx: *mut redis_module::raw::RedisModuleCtx,
     argv: *mut *mut redis_module::raw::RedisModuleString,
     argc: std::os::raw::c_int,
 ) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, effect::command::<K>, Ids::No)
+    spec::handle(ctx, argv, argc, state::command::<K>, Ids::No)
 }
 
-/// A kind's effect command, from its `KindInfo`.
-fn effect<K: Effect>() -> Command {
+/// A kind's state command, from its `KindInfo`.
+fn state_command<K: SetState>() -> Command {
     let info = K::INFO;
     Command {
-        name: info.effect,
-        handler: effect_handler::<K>,
+        name: info.state_command,
+        handler: state_handler::<K>,
         flags: c"write admin",
         keys: (1, 1, 1),
         acl: "write admin dangerous",
         internal: true,
         doc: Doc {
-            summary: info.effect_summary,
-            complexity: info.effect_complexity,
-            syntax: info.effect_syntax,
+            summary: info.state_summary,
+            complexity: info.state_complexity,
+            syntax: info.state_syntax,
             keys: Keys::One(SET),
         },
     }
 }
 
 /// A kind's command family (its `commands!` rows). `all` reads it for
-/// every kind of `types::with_kinds!`, with its effect command: a kind
+/// every kind of `types::with_kinds!`, with its state command: a kind
 /// listed there without a family does not compile, and a family is
 /// registered only through the list.
-pub trait Family: Kind + Effect {
+pub trait Family: Kind + SetState {
     const COMMANDS: &'static [Command];
 }
 
@@ -71,7 +67,7 @@ pub fn all() -> Vec<Command> {
         ($($t:ty),*) => {
             $(
                 out.extend_from_slice(<$t as Family>::COMMANDS);
-                out.push(effect::<$t>());
+                out.push(state_command::<$t>());
             )*
         };
     }
@@ -89,7 +85,7 @@ extern "C" fn request_id_handler(
     spec::handle(ctx, argv, argc, super::requests::saved::command, Ids::No)
 }
 
-/// The request-ids' effect (replication stream and AOF only).
+/// The request-ids' state command (replication stream and AOF only).
 fn request_id() -> Command {
     Command {
         name: super::requests::saved::NAME,
@@ -99,7 +95,7 @@ fn request_id() -> Command {
         acl: "write admin dangerous",
         internal: true,
         doc: Doc {
-            summary: "Effect (replication stream and AOF only): remembers, or forgets, a request-id applied to a key and holder.",
+            summary: "State command (replication stream and AOF only): remembers, or forgets, a request-id applied to a key and holder.",
             complexity: "O(1)",
             syntax: "key holder request-id at-ms print I|A reply [reply ...]",
             keys: Keys::One(SET),
@@ -112,10 +108,10 @@ extern "C" fn fence_floor_handler(
     argv: *mut *mut redis_module::raw::RedisModuleString,
     argc: std::os::raw::c_int,
 ) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, effect::fence_floor, Ids::No)
+    spec::handle(ctx, argv, argc, state::fence_floor, Ids::No)
 }
 
-/// The fence counter's own effect (atomic slot migration).
+/// The fence counter's own state command (atomic slot migration).
 fn fence_floor() -> Command {
     Command {
         name: c"padlock.fencefloor",
@@ -126,7 +122,7 @@ fn fence_floor() -> Command {
         internal: true,
         doc: Doc {
             summary:
-                "Effect (slot migration stream only): raises the fence counter to at least fence.",
+                "State command (slot migration stream only): raises the fence counter to at least fence.",
             complexity: "O(1)",
             syntax: "fence",
             keys: Keys::None,
@@ -136,11 +132,11 @@ fn fence_floor() -> Command {
 
 /// What a refused acquire waits for with `BLOCK`, and the mailbox it
 /// names (checked: `mailbox_of`).
-struct Wait<'a> {
-    holder: &'a [u8],
-    keys: &'a [RedisString],
-    block_ms: Option<i64>,
-    mailbox: Option<(&'a RedisString, Mail)>,
+pub(crate) struct Wait<'a> {
+    pub holder: &'a [u8],
+    pub keys: &'a [RedisString],
+    pub block_ms: Option<i64>,
+    pub mailbox: Option<(&'a RedisString, Mail)>,
 }
 
 /// The shape every acquire shares: what `attempt` got is the reply; when it
@@ -148,7 +144,7 @@ struct Wait<'a> {
 /// restart grace refuses with `-TRYAGAIN`, and `BLOCK` waits that out too).
 /// Inside MULTI, Lua or a module call `BLOCK` acts as absent. `want`
 /// builds the waiting request only when the client does wait.
-fn grant_or_wait<T>(
+pub(crate) fn grant_or_wait<T>(
     ctx: &Context,
     attempt: Result<Attempt<T>, Error>,
     reply: impl FnOnce(T) -> RedisValue,
@@ -187,7 +183,7 @@ fn grant_or_wait<T>(
 /// A command's `MAILBOX mailbox-key`, checked before anything is tried (a
 /// list or absent, and an `ID` to start its elements with), with where
 /// its posts go.
-fn mailbox_of<'a>(
+pub(crate) fn mailbox_of<'a>(
     ctx: &Context,
     key: &RedisString,
     mailbox: Option<&'a RedisString>,
@@ -214,7 +210,7 @@ fn will_wait(ctx: &Context, block_ms: Option<i64>) -> bool {
 }
 
 /// A command's acquire, tried now.
-fn try_now(ctx: &Context, block_ms: Option<i64>) -> Try {
+pub(crate) fn try_now(ctx: &Context, block_ms: Option<i64>) -> Try {
     Try {
         now: crate::glue::server::now_ms(),
         will_wait: will_wait(ctx, block_ms),
@@ -226,7 +222,7 @@ fn try_now(ctx: &Context, block_ms: Option<i64>) -> Try {
 /// was only that. A `numkeys` the arguments cannot hold declares no key, so
 /// `COMMAND GETKEYS` answers an error (and the command itself its own),
 /// never holder or ttl as keys.
-fn declare_keys(ctx: &Context, args: &[RedisString], after: usize) -> bool {
+pub(crate) fn declare_keys(ctx: &Context, args: &[RedisString], after: usize) -> bool {
     if !ctx.is_keys_position_request() {
         return false;
     }

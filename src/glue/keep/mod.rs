@@ -11,8 +11,8 @@
 
 mod bound;
 mod lost;
-mod renew;
 mod thaw;
+mod unbind;
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
@@ -31,8 +31,8 @@ pub use lost::losses_to;
 pub use thaw::Thaw;
 
 pub fn init(ctx: &Context, thaw: Thaw) {
-    super::pending::on_gone(removed);
-    renew::init(ctx);
+    super::timer::on_gone(removed);
+    unbind::init(ctx);
     thaw::init(ctx, thaw);
 }
 
@@ -89,7 +89,7 @@ pub fn bind(
             super::info::bump(&super::info::KEEP_RENEWALS);
         }
     }
-    renew::bound_one(client);
+    unbind::bound_one(client);
 }
 
 /// Binds the lease the holder has now (after a reentry or an extend), if
@@ -258,13 +258,13 @@ pub fn expiry_set(ctx: &Context, name: &[u8]) {
     if ended.is_empty() {
         return;
     }
-    renew::ended_by_client(ended);
+    unbind::ended_by_client(ended);
 }
 
 /// A connection closed (Redis' `freeClient`): what it bound runs out one
 /// ttl from now unless bound again.
 pub fn client_closed(client: u64) {
-    renew::closed(client);
+    unbind::closed(client);
 }
 
 /// Bound leases (for `INFO`); -1 while busy.
@@ -274,7 +274,7 @@ pub fn bound() -> i64 {
 
 /// This server became a replica: it renews nothing any more.
 pub fn clear() {
-    renew::clear();
+    unbind::clear();
     lost::clear();
 }
 

@@ -4,21 +4,20 @@
 //! `waiting::Want`s. Commands parse and reply; the engine queues and hands
 //! off; neither knows what a grant means for a kind.
 
-pub mod effect;
 mod leased;
 pub mod lock;
+pub mod registry;
 pub mod rwlock;
 pub mod sem;
+pub mod state;
+
+pub(crate) use registry::with_kinds;
 
 use redis_module::{Context, RedisString};
 
-use crate::core::keep::{kept_of, kept_ttl};
-use crate::core::lock::Lock;
-use crate::core::rwlock::RwLock;
-use crate::core::semaphore::Semaphore;
 use crate::glue::keep;
 use crate::glue::key::Key;
-use crate::glue::types::{with_kinds, Value};
+use crate::glue::types::Value;
 
 /// What the glue does with one kind beyond its data type
 /// (`types::Value`): every registry that expands `types::with_kinds!`
@@ -30,31 +29,6 @@ pub trait Kind: Value {
     /// Each lease held far away (`core::keep::KEPT_BASE`) with the ttl it
     /// was kept for, given the key's expiry.
     fn kept(&self, key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)>;
-}
-
-impl Kind for Lock {
-    const RENEW: keep::Renew = lock::renew;
-    fn kept(&self, key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
-        key_expire
-            .and_then(kept_ttl)
-            .map(|t| (self.holder.to_vec(), t))
-            .into_iter()
-            .collect()
-    }
-}
-
-impl Kind for Semaphore {
-    const RENEW: keep::Renew = sem::renew;
-    fn kept(&self, _key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
-        kept_of(self.holders().map(|(h, e)| (h, e.deadline_ms)))
-    }
-}
-
-impl Kind for RwLock {
-    const RENEW: keep::Renew = rwlock::renew;
-    fn kept(&self, _key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
-        kept_of(self.holders().map(|(h, e)| (h, e.deadline_ms)))
-    }
 }
 
 /// Each lease at `name` held far away (`core::keep::KEPT_BASE`) with no

@@ -292,7 +292,7 @@ pub fn flushed(db: Option<i32>) {
 
 pub fn init(ctx: &Context) {
     prune::init(ctx);
-    super::pending::on_gone(key_gone);
+    super::timer::on_gone(key_gone);
 }
 
 /// A key went by any hand (its lease ran out, `DEL`, eviction): its ids

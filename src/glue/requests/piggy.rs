@@ -236,7 +236,7 @@ pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
     })
 }
 
-/// The words an effect command takes after its own: `ID packed`.
+/// The words an state command takes after its own: `ID packed`.
 pub const TAIL_WORDS: usize = 2;
 
 /// Reads a tail (`args` are its words).

@@ -52,7 +52,7 @@ pub fn replicate_forget(ctx: &Context, tag: &Tag) {
     send(ctx, &words(&tag.at, &tag.id, None));
 }
 
-/// The effect command's body.
+/// The state command's body.
 pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     from_replication(ctx, args)?;
     let [_, key, holder, id, rest @ ..] = args else {

@@ -1,17 +1,14 @@
 //! padlock's data types and what they share: persistence with absolute
-//! deadlines (RDB, and an AOF rewrite as the same effect commands
+//! deadlines (RDB, and an AOF rewrite as the same state commands
 //! replication uses), `COPY`, `MEMORY USAGE`, refusing damaged data, and the
 //! unlink hook that tells padlock a key went away by some other hand than
 //! its own. Each type's own callbacks live in its file.
 
 mod engine;
-mod lock;
-mod rwlock;
-mod sem;
 mod unlinked;
 
 pub use engine::Stored;
-use unlinked::unlink2;
+pub(crate) use unlinked::unlink2;
 pub use unlinked::{deleting_on_purpose, take_unlinked};
 
 use std::ffi::{CStr, CString};
@@ -26,14 +23,12 @@ use super::guard;
 use super::info::gauge;
 use super::percentiles::Percentiles;
 use super::requests::rdb as requests;
-use crate::core::since::Since;
 use crate::core::stored::{self, Invalid};
-use crate::core::waitgraph::{Held, Need};
 
-const ENCODING_VERSION: i32 = 1;
+pub(crate) const ENCODING_VERSION: i32 = 1;
 /// The type-methods layout of Redis 7.0 (copy, unlink, mem_usage2...): the
 /// oldest server padlock supports reads exactly the fields set here.
-const TYPE_METHOD_VERSION: u64 = 4;
+pub(crate) const TYPE_METHOD_VERSION: u64 = 4;
 
 /// One kind's counters for `INFO padlock`.
 pub struct Counters {
@@ -87,9 +82,9 @@ impl Counters {
 }
 
 /// Everything the module says of one kind outside its rules: names,
-/// events, its effect command and its `INFO` fields. Each kind's file has
+/// events, its state command and its `INFO` fields. Each kind's file has
 /// one (`Value::INFO`); every registry (`stored`, the `INFO` report, the
-/// effect commands, eviction and expiry events) reads it, so a kind cannot
+/// state commands, eviction and expiry events) reads it, so a kind cannot
 /// be registered with a part missing.
 pub struct KindInfo {
     /// For log lines: "lock", "semaphore", "read-write lock".
@@ -115,37 +110,24 @@ pub struct KindInfo {
     pub release_event: &'static CStr,
     pub expired_event: &'static CStr,
     pub evicted_event: &'static CStr,
-    /// The effect command replicas and the AOF apply (`padlock.lockset`),
+    /// The state command replicas and the AOF apply (`padlock.lockset`),
     /// with its `COMMAND DOCS` text.
-    pub effect: &'static CStr,
-    pub effect_syntax: &'static str,
-    pub effect_summary: &'static str,
-    pub effect_complexity: &'static str,
+    pub state_command: &'static CStr,
+    pub state_syntax: &'static str,
+    pub state_summary: &'static str,
+    pub state_complexity: &'static str,
     /// Wait and hold percentiles for `INFO padlock`.
     pub waits: Percentiles,
     pub holds: Percentiles,
 }
 
-/// Every kind, once: `with_kinds!(m)` runs `m!(Type, ...)` with the value
-/// types of all kinds. Registries that iterate the kinds (the value
-/// lookup below, the `INFO` report, the effect commands) expand it, so a
-/// new kind is one entry here.
-macro_rules! with_kinds {
-    ($m:ident) => {
-        $m!(
-            crate::core::lock::Lock,
-            crate::core::semaphore::Semaphore,
-            crate::core::rwlock::RwLock
-        )
-    };
-}
-pub(crate) use with_kinds;
+pub(crate) use crate::glue::kinds::registry::with_kinds;
 
 // ---- fence counter in the RDB ---------------------------------------------
 
 // ---- and the remembered request-ids after the keys ------------------------
 
-pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
+pub(crate) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
     guard::call((), || {
         if when == requests::AFTER {
             requests::aux_save(rdb);
@@ -155,7 +137,7 @@ pub(super) extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
     })
 }
 
-pub(super) extern "C" fn aux_load(
+pub(crate) extern "C" fn aux_load(
     rdb: *mut raw::RedisModuleIO,
     _encver: c_int,
     when: c_int,
@@ -188,9 +170,9 @@ pub(super) extern "C" fn aux_load(
 
 // ---- refusing damaged data -------------------------------------------------
 
-pub(super) const SHORT: Invalid = "data ends early or cannot be read";
+pub(crate) const SHORT: Invalid = "data ends early or cannot be read";
 
-pub(super) fn known_encoding(encver: c_int) -> Result<(), Invalid> {
+pub(crate) fn known_encoding(encver: c_int) -> Result<(), Invalid> {
     if encver == ENCODING_VERSION {
         Ok(())
     } else {
@@ -201,7 +183,7 @@ pub(super) fn known_encoding(encver: c_int) -> Result<(), Invalid> {
 /// Logs why a stored value was refused and gives Redis nothing: `RESTORE`
 /// then answers an error, an RDB load stops with Redis' own report, and no
 /// part of the value is left behind.
-pub(super) fn refuse(rdb: *mut raw::RedisModuleIO, what: &str, why: Invalid) -> *mut c_void {
+pub(crate) fn refuse(rdb: *mut raw::RedisModuleIO, what: &str, why: Invalid) -> *mut c_void {
     if let Ok(msg) = CString::new(format!("padlock: refused a damaged {what} value: {why}")) {
         // SAFETY: live IO handle; the format takes exactly one string.
         unsafe {
@@ -269,7 +251,7 @@ pub fn into_raw<T: Value>(value: T) -> *mut c_void {
     Box::into_raw(Box::new(value)).cast()
 }
 
-pub(super) extern "C" fn free_value<T: Value>(value: *mut c_void) {
+pub(crate) extern "C" fn free_value<T: Value>(value: *mut c_void) {
     guard::call((), || {
         // SAFETY: the pointer came from Box::into_raw of a T, and Redis
         // frees each value once.
@@ -278,7 +260,7 @@ pub(super) extern "C" fn free_value<T: Value>(value: *mut c_void) {
     })
 }
 
-pub(super) extern "C" fn copy_value<T: Value>(
+pub(crate) extern "C" fn copy_value<T: Value>(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
@@ -294,7 +276,7 @@ pub(super) extern "C" fn copy_value<T: Value>(
 /// value: an AOF without an RDB preamble then keeps the fence counter too,
 /// and Valkey's atomic slot migration (whose snapshot is such an AOF)
 /// carries the source's counter to the destination with the keys.
-pub(super) fn emit_floor(aof: *mut raw::RedisModuleIO) {
+pub(crate) fn emit_floor(aof: *mut raw::RedisModuleIO) {
     let mut buf = itoa::Buffer::new();
     let digits = buf.format(fences::last());
     // SAFETY: the format names one buffer argument that lives until the
@@ -311,12 +293,12 @@ pub(super) fn emit_floor(aof: *mut raw::RedisModuleIO) {
 }
 
 /// After a value in a rewritten AOF: the request-ids remembered for it.
-pub(super) fn emit_ids(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
+pub(crate) fn emit_ids(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
     requests::emit_for_key(aof, key);
 }
 
 /// Emits `CMD key holder n1 n2 n3 [n4]` into a rewritten AOF.
-pub(super) fn emit(
+pub(crate) fn emit(
     aof: *mut raw::RedisModuleIO,
     cmd: &CStr,
     key: *mut raw::RedisModuleString,

@@ -59,7 +59,7 @@ fn unlinked<T: Value>(key: *mut raw::RedisModuleString, value: *const c_void) {
             return;
         }
         let name = redis_module::RedisString::string_as_slice(key).to_vec();
-        crate::glue::pending::note_removed(&name);
+        crate::glue::timer::note_removed(&name);
         // SAFETY: Redis passes the value of a key of T's type (a Box<T>).
         let spans = unsafe { (value as *const T).as_ref() }.map_or_else(Vec::new, |v| v.spans());
         LAST_UNLINKED.with(|l| {
@@ -77,7 +77,7 @@ fn unlinked<T: Value>(key: *mut raw::RedisModuleString, value: *const c_void) {
 /// Every type's `unlink2` callback (it knows the key's database, which
 /// `KEEP` needs: a binding belongs to the hold in that key, and ends with
 /// it, whoever removed it).
-pub(super) extern "C" fn unlink2<T: Value>(
+pub(crate) extern "C" fn unlink2<T: Value>(
     ctx: *mut raw::RedisModuleKeyOptCtx,
     value: *const c_void,
 ) {
@@ -94,7 +94,7 @@ pub(super) extern "C" fn unlink2<T: Value>(
         }
         let key = key as *mut raw::RedisModuleString;
         let on_purpose = ON_PURPOSE.with(|p| p.get());
-        crate::glue::pending::gone(
+        crate::glue::timer::gone(
             db,
             redis_module::RedisString::string_as_slice(key),
             on_purpose,

@@ -32,9 +32,9 @@ use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::blocking::{self, Reply};
 use super::mailbox;
-use super::pending as timer;
 use super::requests;
 use super::server::now_ms;
+use super::timer;
 
 pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Try, Want};
 

@@ -4,7 +4,7 @@
 //! The borrow rule: no borrow of the state is held across a call into
 //! Redis. A Redis call may run padlock callbacks (a type's unlink callback,
 //! a blocked client's free callback), and those only note work for the
-//! timer (`pending::note`, `recover::lost`), never borrowing the state
+//! timer (`timer::note`, `recover::lost`), never borrowing the state
 //! mutably. Every `with` body is plain Rust; code that must read keys reads
 //! them first, or between short borrows (see `deadlock::check`).
 
@@ -345,7 +345,7 @@ pub fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let r = f(&mut s);
-        crate::glue::pending::set_watching(!s.waiters.is_empty());
+        crate::glue::timer::set_watching(!s.waiters.is_empty());
         r
     })
 }
@@ -356,7 +356,7 @@ pub fn try_with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     STATE.with(|s| {
         let mut s = s.try_borrow_mut().ok()?;
         let r = f(&mut s);
-        crate::glue::pending::set_watching(!s.waiters.is_empty());
+        crate::glue::timer::set_watching(!s.waiters.is_empty());
         Some(r)
     })
 }

@@ -3,7 +3,7 @@
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
-use crate::core::lock;
+use crate::core::lock::{self, Lock};
 use crate::glue::commit::{commit, Note};
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -20,7 +20,9 @@ pub fn renew(
 ) -> Result<(), Error> {
     let mut key = Key::write(ctx, name);
     let effect = {
-        let cur = key.lock()?.filter(|l| fence.is_none_or(|f| l.fence == f));
+        let cur = key
+            .value::<Lock>()?
+            .filter(|l| fence.is_none_or(|f| l.fence == f));
         lock::extend(name.as_slice(), cur.as_deref(), holder, ttl_ms, now)?
     };
     commit(ctx, name, key, effect, Note::default());
@@ -50,7 +52,7 @@ pub fn keep_held(
     ttl_ms: i64,
 ) {
     keep::bind_held(ctx, name, holder, client, ttl_ms, renew, |key| {
-        let lock = key.lock().ok().flatten()?;
+        let lock = key.value::<Lock>().ok().flatten()?;
         (*lock.holder == *holder).then_some(lock.fence)
     });
 }

@@ -17,12 +17,13 @@ use crate::glue::fences;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::percentiles;
-use crate::glue::replicate;
 use crate::glue::requests::piggy;
 use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Try, Want};
 
-mod effect;
+pub mod commands;
+mod data;
 mod kept;
+mod state;
 
 use crate::glue::types::Value;
 pub use kept::{keep, keep_held, renew};
@@ -33,7 +34,7 @@ impl Write for Effect {
             Effect::Put { lock, deadline_ms } => {
                 let deadline_ms =
                     keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms);
-                replicate::lock_set(ctx, name, &lock, deadline_ms);
+                state::lock_set(ctx, name, &lock, deadline_ms);
                 key.put(lock);
                 // 0: no expiry (an AOF rewrite sends the expiry apart).
                 if deadline_ms > 0 {
@@ -43,7 +44,7 @@ impl Write for Effect {
             Effect::Touch { count, deadline_ms } => {
                 // A bound lease stays far away.
                 let deadline_ms = match deadline_ms {
-                    Some(d) if keep::any_bound() => match key.lock() {
+                    Some(d) if keep::any_bound() => match key.value::<Lock>() {
                         Ok(Some(l)) => Some(keep::held_at(ctx, name, &l.holder, Some(l.fence), d)),
                         _ => Some(d),
                     },
@@ -56,13 +57,13 @@ impl Write for Effect {
                     }
                     None => key.expire_at().unwrap_or(0),
                 };
-                if let Ok(Some(l)) = key.lock() {
+                if let Ok(Some(l)) = key.value::<Lock>() {
                     let same = u64::from(l.count) == count;
                     l.count = count as u32;
                     if same && deadline_ms.is_some() {
-                        replicate::lock_expire(ctx, name, l, deadline);
+                        state::lock_expire(ctx, name, l, deadline);
                     } else {
-                        replicate::lock_set(ctx, name, l, deadline);
+                        state::lock_set(ctx, name, l, deadline);
                     }
                 }
                 key.modified();
@@ -73,10 +74,10 @@ impl Write for Effect {
                 }
                 // The holder only when a request-id may ride on the effect.
                 let holder = piggy::aboard()
-                    .then(|| key.lock().ok().flatten().map(|l| l.holder.clone()))
+                    .then(|| key.value::<Lock>().ok().flatten().map(|l| l.holder.clone()))
                     .flatten();
                 key.delete();
-                replicate::lock_free(ctx, name, holder.as_deref());
+                state::lock_free(ctx, name, holder.as_deref());
             }
         }
     }
@@ -105,7 +106,7 @@ pub fn closed_to(
         return Ok(None);
     }
     let mut key = Key::read(ctx, name);
-    match key.lock()? {
+    match key.value::<Lock>()? {
         Some(l) if *l.holder == *holder => Ok(None),
         // Read only for a refusal that waits (a reentry or a nil pays nothing).
         Some(_) if at.will_wait => refused_seen(&mut key, holder, at.now).map(Some),
@@ -118,7 +119,7 @@ pub fn closed_to(
 fn refused_seen(key: &mut Key, holder: &[u8], now: i64) -> Result<Attempt<Grant>, Error> {
     let expire = key.expire_at();
     let seen = key
-        .lock()?
+        .value::<Lock>()?
         .map(|l| Seen::of(&*l, expire, holder, Need::Exclusive, now));
     Ok(Attempt::Refused(seen))
 }
@@ -137,7 +138,7 @@ pub fn try_acquire(
     let now = at.now;
     let mut key = Key::write(ctx, name);
     let decided = {
-        let cur = key.lock()?;
+        let cur = key.value::<Lock>()?;
         if cur.is_none() && grace_running(now, ttl_ms) {
             return Err(Error::TryAgain);
         }
@@ -165,7 +166,7 @@ pub fn try_macquire(
     let decided = {
         let cur = keys
             .iter_mut()
-            .map(|k| k.lock().map(|l| l.map(|l| &*l)))
+            .map(|k| k.value::<Lock>().map(|l| l.map(|l| &*l)))
             .collect::<Result<Vec<_>, _>>()?;
         if cur.iter().any(Option::is_none) && grace_running(now, ttl_ms) {
             return Err(Error::TryAgain);
@@ -191,8 +192,13 @@ pub fn reenter(
     now: i64,
 ) -> Result<u64, Error> {
     let mut key = Key::write(ctx, name);
-    let (count, effect) =
-        lock::reenter(name.as_slice(), key.lock()?.as_deref(), holder, ttl_ms, now)?;
+    let (count, effect) = lock::reenter(
+        name.as_slice(),
+        key.value::<Lock>()?.as_deref(),
+        holder,
+        ttl_ms,
+        now,
+    )?;
     commit(
         ctx,
         name,
@@ -212,7 +218,9 @@ pub fn release(
 ) -> Result<u64, Error> {
     let mut key = Key::write(ctx, name);
     let (count, effect) = {
-        let cur = key.lock()?.filter(|l| fence.is_none_or(|f| l.fence == f));
+        let cur = key
+            .value::<Lock>()?
+            .filter(|l| fence.is_none_or(|f| l.fence == f));
         lock::release(name.as_slice(), cur.as_deref(), holder)?
     };
     commit_release(ctx, name, key, effect, count, holder);
@@ -244,7 +252,7 @@ pub fn mrelease(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<V
     let steps = {
         let cur = keys
             .iter_mut()
-            .map(|k| k.lock().map(|l| l.map(|l| &*l)))
+            .map(|k| k.value::<Lock>().map(|l| l.map(|l| &*l)))
             .collect::<Result<Vec<_>, _>>()?;
         let ns: Vec<&[u8]> = names.iter().map(|k| k.as_slice()).collect();
         lock::mrelease(&ns, &cur, holder)?
@@ -268,7 +276,7 @@ pub fn extend(
 ) -> Result<(), Error> {
     let mut key = Key::write(ctx, name);
     let effect = {
-        let cur = key.lock()?;
+        let cur = key.value::<Lock>()?;
         match lock::extend(name.as_slice(), cur.as_deref(), holder, ttl_ms, now) {
             Err(Error::NotHeld { .. }) if cur.is_none() && grace_running(now, ttl_ms) => {
                 fences::with(|f| lock::recreate(holder, ttl_ms, now, f))?
@@ -291,7 +299,7 @@ pub fn extend(
 fn held_by_another(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<bool, Error> {
     for name in names {
         let mut key = Key::read(ctx, name);
-        if key.lock()?.is_some_and(|l| *l.holder != *holder) {
+        if key.value::<Lock>()?.is_some_and(|l| *l.holder != *holder) {
             return Ok(true);
         }
     }
@@ -377,4 +385,15 @@ pub fn want_multi(ttl_ms: i64, keep: Option<u64>) -> Rc<dyn Want> {
         multi: true,
         keep,
     })
+}
+
+impl super::Kind for Lock {
+    const RENEW: keep::Renew = renew;
+    fn kept(&self, key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
+        key_expire
+            .and_then(crate::core::keep::kept_ttl)
+            .map(|t| (self.holder.to_vec(), t))
+            .into_iter()
+            .collect()
+    }
 }

@@ -7,8 +7,13 @@ use std::sync::atomic::AtomicI64;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use super::*;
 use crate::core::semaphore::Semaphore;
+use crate::core::since::Since;
+use crate::core::stored::{self, Invalid};
+use crate::core::waitgraph::Held;
+use crate::glue::guard;
+use crate::glue::percentiles::Percentiles;
+use crate::glue::types::*;
 
 pub static SEM_TYPE: RedisType = RedisType::new(
     "pdlk-sema",
@@ -49,10 +54,10 @@ pub static SEM_INFO: KindInfo = KindInfo {
     release_event: c"sem.release",
     expired_event: c"sem.expired",
     evicted_event: c"sem.evicted",
-    effect: c"padlock.semset",
-    effect_syntax: "key holder limit permits deadline-ms [ID request]",
-    effect_summary: "Effect (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.",
-    effect_complexity: "O(log N) where N is the number of holders",
+    state_command: c"padlock.semset",
+    state_syntax: "key holder limit permits deadline-ms [ID request]",
+    state_summary: "State command (replication stream and AOF only): sets a semaphore holder's state as replicas and the AOF receive it.",
+    state_complexity: "O(log N) where N is the number of holders",
     waits: Percentiles::waits(1),
     holds: Percentiles::holds(1),
 };
@@ -105,7 +110,7 @@ extern "C" fn sem_aof_rewrite(
         for (holder, e) in sem.holders() {
             emit(
                 aof,
-                Semaphore::INFO.effect,
+                Semaphore::INFO.state_command,
                 key,
                 holder,
                 &[sem.limit() as i64, e.permits as i64, e.deadline_ms],

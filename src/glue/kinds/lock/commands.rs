@@ -2,15 +2,15 @@
 
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{
-    commands, Ids, Keys, COUNTED_GRANT, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW, RENEW,
-};
-use super::{declare_keys, grant_or_wait, mailbox_of, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::keep::ttl_left;
 use crate::core::lock::Grant;
 use crate::core::lock::Lock;
+use crate::glue::commands::spec::{
+    commands, Ids, Keys, COUNTED_GRANT, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW, RENEW,
+};
+use crate::glue::commands::{declare_keys, grant_or_wait, mailbox_of, try_now, Wait};
 use crate::glue::config::limits;
 use crate::glue::eviction;
 use crate::glue::keep;
@@ -118,7 +118,7 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let mut key = Key::read(ctx, name);
     // -1 when the key has no expiry (someone PERSISTed it), like `PTTL`.
     let ttl = key.expire_at().map_or(-1, |at| ttl_left(at, now_ms()));
-    let Some(l) = key.lock()? else {
+    let Some(l) = key.value::<Lock>()? else {
         return Ok(RedisValue::Null);
     };
     let keep_flag = i64::from(keep::is_bound(ctx, name, &l.holder));
@@ -218,6 +218,6 @@ pub fn graph(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     Ok(waiting::graph(ctx, count))
 }
 
-impl super::Family for crate::core::lock::Lock {
-    const COMMANDS: &'static [super::spec::Command] = COMMANDS;
+impl crate::glue::commands::Family for crate::core::lock::Lock {
+    const COMMANDS: &'static [crate::glue::commands::spec::Command] = COMMANDS;
 }

@@ -3,12 +3,12 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
-use super::{grant_or_wait, mailbox_of, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::keep::ttl_left;
 use crate::core::rwlock::{Grant, Mode, RwLock};
+use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
+use crate::glue::commands::{grant_or_wait, mailbox_of, try_now, Wait};
 use crate::glue::config::limits;
 use crate::glue::eviction;
 use crate::glue::keep;
@@ -135,6 +135,6 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     ]))
 }
 
-impl super::Family for crate::core::rwlock::RwLock {
-    const COMMANDS: &'static [super::spec::Command] = COMMANDS;
+impl crate::glue::commands::Family for crate::core::rwlock::RwLock {
+    const COMMANDS: &'static [crate::glue::commands::spec::Command] = COMMANDS;
 }

@@ -1,6 +1,10 @@
 //! Semaphores on their keys: per-holder leases inside one key (see
 //! `leased` for what they share with read-write locks).
 
+pub mod commands;
+mod data;
+mod state;
+
 use std::rc::Rc;
 
 use redis_module::{Context, RedisString};
@@ -8,18 +12,15 @@ use redis_module::{Context, RedisString};
 use crate::core::error::Error;
 use crate::core::semaphore::{Effect, Semaphore};
 use crate::core::since::Since;
-use crate::core::stored;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
 use crate::glue::config::grace_running;
 use crate::glue::keep;
 use crate::glue::key::Key;
-use crate::glue::replicate;
 use crate::glue::types::Value;
 use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Try, Want};
 
-use super::effect;
 use super::leased::{self, Leased};
 
 impl Leased for Semaphore {
@@ -42,7 +43,7 @@ impl Leased for Semaphore {
     }
 
     fn replicate(ctx: &Context, name: &RedisString, e: &Effect<'_>) {
-        replicate::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
+        state::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
     }
 
     fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
@@ -109,7 +110,7 @@ pub fn refused_behind_queue(
     }
     let mut key = Key::read(ctx, name);
     let seen = key
-        .sem()?
+        .value::<Semaphore>()?
         .map(|s| Seen::of(&*s, None, holder, Need::Exclusive, at.now));
     Ok(Attempt::Refused(seen))
 }
@@ -178,38 +179,6 @@ pub fn extend(
         };
         Ok(((), Some(e)))
     })
-}
-
-/// `PADLOCK.SEMSET`: one holder's state from the master or the AOF.
-/// `PADLOCK.SEMSET key holder limit permits deadline-ms` (permits 0: the
-/// holder leaves).
-impl effect::Effect for Semaphore {
-    fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
-        let [_, name, h, limit, permits, deadline_ms] = args else {
-            return Err(Error::Arity);
-        };
-        let (limit, permits) = (
-            effect::num(limit, "limit")?,
-            effect::num(permits, "permits")?,
-        );
-        let d = effect::deadline(deadline_ms)?;
-        stored::limit(limit).map_err(effect::invalid)?;
-        stored::sem_holder(h, effect::max_holder(), permits, d, true).map_err(effect::invalid)?;
-        let e = Effect::set(h, limit, permits, d);
-        change(ctx, name, None, limit, Note::default(), |_| {
-            Ok(((), Some(e)))
-        })
-    }
-
-    fn fields(args: &[RedisString]) -> Result<crate::glue::requests::piggy::Fields, Error> {
-        let [_, _, _, _, permits, ..] = args else {
-            return Err(Error::Arity);
-        };
-        Ok(crate::glue::requests::piggy::Fields {
-            count: effect::num(permits, "permits")?,
-            ..Default::default()
-        })
-    }
 }
 
 /// `SEM.ACQUIRE ... BLOCK`.
@@ -283,4 +252,11 @@ pub fn want(limit: u64, permits: u64, ttl_ms: i64, keep: Option<u64>) -> Rc<dyn 
         ttl_ms,
         keep,
     })
+}
+
+impl super::Kind for Semaphore {
+    const RENEW: keep::Renew = renew;
+    fn kept(&self, _key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
+        crate::core::keep::kept_of(self.holders().map(|(h, e)| (h, e.deadline_ms)))
+    }
 }

@@ -8,8 +8,14 @@ use std::sync::atomic::AtomicI64;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use super::*;
 use crate::core::rwlock::{Entry, RwLock};
+use crate::core::since::Since;
+use crate::core::stored::{self, Invalid};
+use crate::core::waitgraph::{Held, Need};
+use crate::glue::fences;
+use crate::glue::guard;
+use crate::glue::percentiles::Percentiles;
+use crate::glue::types::*;
 
 pub static RWLOCK_TYPE: RedisType = RedisType::new(
     "pdlk-rwlk",
@@ -50,10 +56,10 @@ pub static RWLOCK_INFO: KindInfo = KindInfo {
     release_event: c"rwlock.release",
     expired_event: c"rwlock.expired",
     evicted_event: c"rwlock.evicted",
-    effect: c"padlock.rwset",
-    effect_syntax: "key holder reads writes fence deadline-ms [ID request]",
-    effect_summary: "Effect (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.",
-    effect_complexity: "O(log N) where N is the number of holders",
+    state_command: c"padlock.rwset",
+    state_syntax: "key holder reads writes fence deadline-ms [ID request]",
+    state_summary: "State command (replication stream and AOF only): sets a read-write lock holder's state as replicas and the AOF receive it.",
+    state_complexity: "O(log N) where N is the number of holders",
     waits: Percentiles::waits(2),
     holds: Percentiles::holds(2),
 };
@@ -112,7 +118,7 @@ extern "C" fn rw_aof_rewrite(
         for (holder, e) in rw.holders() {
             emit(
                 aof,
-                RwLock::INFO.effect,
+                RwLock::INFO.state_command,
                 key,
                 holder,
                 &[

@@ -1,5 +1,5 @@
-//! The effect commands replicas and the AOF replay (see `replicate`): each
-//! kind decodes its own (`Effect::apply`) and sets the state outright,
+//! The state commands replicas and the AOF replay (see `replicate`): each
+//! kind decodes its own (`SetState::apply`) and sets the state outright,
 //! reading no clock, passing the same effect on to its own replicas. They
 //! are for the replication stream and the AOF only: on Redis 8 they are
 //! registered `internal` (unknown to clients), and everywhere they refuse
@@ -19,8 +19,8 @@ use crate::glue::requests::piggy::{self, Fields};
 use crate::glue::requests::{self, Tag};
 use crate::glue::types::Value;
 
-/// A kind's effect command.
-pub trait Effect: Value {
+/// A kind's state command.
+pub trait SetState: Value {
     /// Decodes `PADLOCK.*SET key holder ...` (arguments with the name) and
     /// applies it.
     fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error>;
@@ -29,10 +29,10 @@ pub trait Effect: Value {
     fn fields(args: &[RedisString]) -> Result<Fields, Error>;
 }
 
-/// The body of every kind's effect command: its own arguments, and the
+/// The body of every kind's state command: its own arguments, and the
 /// request-id riding on them, if any (remembered as the master did, and
 /// passed on with the effect to this server's own AOF and replicas).
-pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn command<K: SetState>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let flags = from_replication(ctx, args)?;
     let split = args
         .len()
@@ -54,7 +54,7 @@ pub fn command<K: Effect>(ctx: &Context, args: &[RedisString]) -> Result<RedisVa
 
 /// Applies an effect with the request-id riding on it from word `at` on;
 /// returns the kind's own words.
-fn with_id<'a, K: Effect>(
+fn with_id<'a, K: SetState>(
     ctx: &Context,
     args: &'a [RedisString],
     at: usize,

@@ -7,9 +7,15 @@ use std::sync::atomic::AtomicI64;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use super::*;
 use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::core::lock::Lock;
+use crate::core::since::Since;
+use crate::core::stored::{self, Invalid};
+use crate::core::waitgraph::Held;
+use crate::glue::fences;
+use crate::glue::guard;
+use crate::glue::percentiles::Percentiles;
+use crate::glue::types::*;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "pdlk-lock",
@@ -50,10 +56,10 @@ pub static LOCK_INFO: KindInfo = KindInfo {
     release_event: c"lock.release",
     expired_event: c"lock.expired",
     evicted_event: c"lock.evicted",
-    effect: c"padlock.lockset",
-    effect_syntax: "key holder count fence deadline-ms [ID request]",
-    effect_summary: "Effect (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.",
-    effect_complexity: "O(1)",
+    state_command: c"padlock.lockset",
+    state_syntax: "key holder count fence deadline-ms [ID request]",
+    state_summary: "State command (replication stream and AOF only): sets a lock's state as replicas and the AOF receive it.",
+    state_complexity: "O(1)",
     waits: Percentiles::waits(0),
     holds: Percentiles::holds(0),
 };
@@ -99,7 +105,7 @@ extern "C" fn lock_aof_rewrite(
         // Deadline 0: Redis emits the key's PEXPIREAT right after this command.
         emit(
             aof,
-            Lock::INFO.effect,
+            Lock::INFO.state_command,
             key,
             &lock.holder,
             &[lock.count as i64, lock.fence as i64, 0],

@@ -3,14 +3,17 @@
 //! requests that wait (`Hold`): readers share the key and are granted
 //! together, an upgrading holder waits ahead of the queue.
 
+pub mod commands;
+mod data;
+mod state;
+
 use std::rc::Rc;
 
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
-use crate::core::rwlock::{Effect, Entry, Grant, Mode, RwLock};
+use crate::core::rwlock::{Effect, Grant, Mode, RwLock};
 use crate::core::since::Since;
-use crate::core::stored;
 use crate::core::waitgraph::Need;
 use crate::glue::blocking::Reply;
 use crate::glue::commit::Note;
@@ -18,11 +21,9 @@ use crate::glue::config::grace_running;
 use crate::glue::fences;
 use crate::glue::keep;
 use crate::glue::key::Key;
-use crate::glue::replicate;
 use crate::glue::types::Value;
 use crate::glue::waiting::{Attempt, Granted, Seen, TakeBack, Try, Want};
 
-use super::effect;
 use super::leased::{self, Leased};
 
 impl Leased for RwLock {
@@ -45,7 +46,7 @@ impl Leased for RwLock {
     }
 
     fn replicate(ctx: &Context, name: &RedisString, e: &Effect<'_>) {
-        replicate::rw_set(ctx, name, e);
+        state::rw_set(ctx, name, e);
     }
 
     fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
@@ -179,42 +180,6 @@ pub fn extend(
 }
 
 /// `PADLOCK.RWSET`: one holder's state from the master or the AOF.
-/// `PADLOCK.RWSET key holder reads writes fence deadline-ms` (no holds:
-/// the holder leaves). A state the rules could never reach (a writer
-/// beside another holder) is refused.
-impl effect::Effect for RwLock {
-    fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
-        let [_, name, h, reads, writes, fence, deadline_ms] = args else {
-            return Err(Error::Arity);
-        };
-        let e = Entry {
-            reads: effect::num(reads, "reads")?,
-            writes: effect::num(writes, "writes")?,
-            fence: effect::num(fence, "fence")?,
-            deadline_ms: effect::deadline(deadline_ms)?,
-            since: Since::UNKNOWN,
-        };
-        stored::rw_entry(h, effect::max_holder(), &e, true).map_err(effect::invalid)?;
-        fences::observe(e.fence);
-        change(ctx, name, None, Note::default(), |rw| {
-            stored::rw_fits(rw, h, &e).map_err(Error::Invalid)?;
-            Ok(((), Some(Effect::set(h, e))))
-        })
-    }
-
-    fn fields(args: &[RedisString]) -> Result<crate::glue::requests::piggy::Fields, Error> {
-        let [_, _, _, reads, writes, fence, ..] = args else {
-            return Err(Error::Arity);
-        };
-        Ok(crate::glue::requests::piggy::Fields {
-            reads: effect::num(reads, "reads")?,
-            writes: effect::num(writes, "writes")?,
-            fence: effect::num(fence, "fence")?,
-            ..Default::default()
-        })
-    }
-}
-
 /// `RWLOCK.ACQUIRE ... BLOCK`.
 struct Hold {
     mode: Mode,
@@ -305,4 +270,11 @@ pub fn want(mode: Mode, ttl_ms: i64, upgrade: bool, keep: Option<u64>) -> Rc<dyn
         upgrade,
         keep,
     })
+}
+
+impl super::Kind for RwLock {
+    const RENEW: keep::Renew = renew;
+    fn kept(&self, _key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
+        crate::core::keep::kept_of(self.holders().map(|(h, e)| (h, e.deadline_ms)))
+    }
 }

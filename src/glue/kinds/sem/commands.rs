@@ -3,11 +3,11 @@
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisString, RedisValue};
 
-use super::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
-use super::{grant_or_wait, mailbox_of, try_now, Wait};
 use crate::core::args;
 use crate::core::error::Error;
 use crate::core::semaphore::Semaphore;
+use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
+use crate::glue::commands::{grant_or_wait, mailbox_of, try_now, Wait};
 use crate::glue::config::limits;
 use crate::glue::eviction;
 use crate::glue::keep;
@@ -86,7 +86,7 @@ pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> 
 pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let name = args::key_only(&args[1..])?;
     let mut key = Key::read(ctx, name);
-    let Some(sem) = key.sem()? else {
+    let Some(sem) = key.value::<Semaphore>()? else {
         return Ok(RedisValue::Null);
     };
     let view = sem.view(now_ms());
@@ -123,6 +123,6 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     ]))
 }
 
-impl super::Family for crate::core::semaphore::Semaphore {
-    const COMMANDS: &'static [super::spec::Command] = COMMANDS;
+impl crate::glue::commands::Family for crate::core::semaphore::Semaphore {
+    const COMMANDS: &'static [crate::glue::commands::spec::Command] = COMMANDS;
 }

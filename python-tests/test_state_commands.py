@@ -1,4 +1,4 @@
-"""docs/commands.md, Durability — the effect commands (PADLOCK.LOCKSET/SEMSET/RWSET)
+"""docs/commands.md, Durability — the state commands (PADLOCK.LOCKSET/SEMSET/RWSET)
 are for the replication stream and the AOF only, and accept exactly the
 states the loader accepts. A client (any user) gets an error or "unknown
 command" and nothing changes; the master link and the AOF still apply them;
