@@ -1,23 +1,26 @@
-"""Writes `src/padlock/sync.py` from `src/padlock/aio.py`: the Python client
-has one source, and the blocking flavour is the asyncio one without
+"""Writes the blocking client from the asyncio one: `sync.py` from
+`aio.py`, `_sync_hold.py` from `_async_hold.py` and `_sync_watch.py` from
+`_async_watch.py` (all in `src/padlock/`). The Python client has one
+source, and the blocking flavour is the asyncio one without
 `async`/`await`.
 
 What the two flavours do differently (time, locks, the watcher, the
-connections) lives in `_ashared` and `_shared` under the same names, and
-`aio.py` reaches it as `rt`; the rest is one text. The rules:
+connections) lives in `_asyncio_runtime`/`_thread_runtime` and
+`_asyncio_mail`/`_thread_mail` under the same names, reached as `rt` and
+`mail`; the rest is one text. The rules:
 
 - `async def`/`async with`/`async for` lose `async`, `await ` goes,
-  `__aenter__`/`__aexit__` become `__enter__`/`__exit__`, and `_ashared`
-  becomes `_shared` (in comments and docstrings too: they read right in
-  both);
+  `__aenter__`/`__aexit__` become `__enter__`/`__exit__`, and each
+  asyncio module's name becomes its blocking twin's (in comments and
+  docstrings too: they read right in both);
 - a line ending in `# aio` is left out, and so is a block between
   `# aio {` and `# aio }` (the asyncio module docstring, `cancel_on_loss`);
 - a comment line `#sync| text` becomes `text` (the blocking docstring).
 
-`sync.py` is not kept in git: `python unasync.py` writes it, and runs
+The written files are not kept in git: `python unasync.py` writes them, and runs
 wherever it is needed — `scripts/deps.sh --python` (before every `make`
 target that uses the client) and `setup.py` (any `pip install`, editable
-or not, and every wheel). `--check` only says whether the file is current.
+or not, and every wheel). `--check` only says whether they are current.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import re
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SOURCE = HERE / "src" / "padlock" / "aio.py"
-TARGET = HERE / "src" / "padlock" / "sync.py"
+PACKAGE = HERE / "src" / "padlock"
+#: Each asyncio source and the blocking file written from it.
+PAIRS = [("aio.py", "sync.py"), ("_async_hold.py", "_sync_hold.py"),
+         ("_async_watch.py", "_sync_watch.py")]
 
 #: Applied in order, to whole words only.
 TOKENS = [
@@ -38,7 +43,10 @@ TOKENS = [
     (r"\bawait ", ""),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
-    (r"\b_ashared\b", "_shared"),
+    (r"\b_asyncio_runtime\b", "_thread_runtime"),
+    (r"\b_asyncio_mail\b", "_thread_mail"),
+    (r"\b_async_hold\b", "_sync_hold"),
+    (r"\b_async_watch\b", "_sync_watch"),
 ]
 
 
@@ -77,14 +85,18 @@ def convert(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    want = convert(SOURCE.read_text())
-    if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text() != want:
-            print(f"{TARGET} is not what {HERE / 'unasync.py'} writes from aio.py: run it", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(want)
-    return 0
+    stale = 0
+    for source, target in PAIRS:
+        want = convert((PACKAGE / source).read_text())
+        path = PACKAGE / target
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != want:
+                print(f"{path} is not what {HERE / 'unasync.py'} writes from {source}: run it",
+                      file=sys.stderr)
+                stale = 1
+        else:
+            path.write_text(want)
+    return stale
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ def test_a_thousand_asyncio_holds_share_one_task_and_one_connection(server, r):
     """Issues 24 and 39: 1,000 holds on one event loop: one watcher task,
     two connections, and one PING per interval while the server keeps
     them (no EXTEND, no LOCK.INFO per hold)."""
-    from padlock import _ashared
+    from padlock import _asyncio_runtime as _ashared
 
     async def main():
         c = aredis.Redis(port=server.port)

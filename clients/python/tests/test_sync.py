@@ -185,7 +185,7 @@ def test_a_thousand_holds_share_one_thread_and_one_connection(server, r):
     all costs one PING per interval: no EXTEND, no LOCK.INFO per hold."""
     import threading
 
-    from padlock import _shared
+    from padlock import _thread_runtime as _shared
 
     before_threads = threading.active_count()
     client = redis.Redis(port=server.port)

@@ -4,8 +4,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
 
-/** {@link Lock} on top of {@link Holding}, for every kind that holds one unit per call. */
-abstract class LockBase extends Holding implements Lock {
+/** {@link Lock} on top of {@link Handle}, for every kind that holds one unit per call. */
+abstract class LockBase extends Handle implements Lock {
     LockBase(Padlock pad, Kind kind, String fixedHolder, long ttlMs) {
         super(pad, kind, fixedHolder, ttlMs);
     }
@@ -78,13 +78,13 @@ abstract class LockBase extends Holding implements Lock {
 
     /** True while this thread's holder holds it and its lease cannot have run out. */
     public boolean isHeldByCurrentThread() {
-        Hold h = mine();
+        SharedHold h = mine();
         return h != null && h.held();
     }
 
     /** True once this thread's hold was lost (lease gone, key deleted or replaced) until it is taken again. */
     public boolean isLost() {
-        Hold h = pad.existing(kind, holder());
+        SharedHold h = pad.existing(kind, holder());
         return h != null && h.lost();
     }
 

@@ -21,7 +21,7 @@ final class MailWait {
     /** How much later than its {@code BLOCK} timeout an outcome may be mailed at most (ms). */
     private static final long SLACK_MS = 5000;
 
-    static Hold.Waited await(Padlock pad, Keeper k, Kind kind, LongFunction<List<String>> make, long deadline,
+    static SharedHold.Waited await(Padlock pad, Keeper k, Kind kind, LongFunction<List<String>> make, long deadline,
             boolean forever, List<String> giveBack) throws InterruptedException {
         Mailman m = k.mailman;
         String rid = null;
@@ -43,12 +43,12 @@ final class MailWait {
                 long mailEpoch = m.epoch;
                 Keeper.Reply r = k.call(5000, args);
                 if (!"WAITING".equals(String.valueOf(r.value()))) {
-                    return new Hold.Waited(r.value(), null, sentAt, attempt > 0, r.value() == null ? null : rid,
+                    return new SharedHold.Waited(r.value(), null, sentAt, attempt > 0, r.value() == null ? null : rid,
                             r.epoch());
                 }
                 String outcome = outcome(k, m, slot, r.epoch(), mailEpoch, forever ? 0 : leftMs + SLACK_MS);
                 if (outcome != null) {
-                    return new Hold.Waited(parse(outcome), null, sentAt, attempt > 0);
+                    return new SharedHold.Waited(parse(outcome), null, sentAt, attempt > 0);
                 }
                 // A connection was replaced: the request is sent again.
             } catch (LinkException e) {
@@ -68,7 +68,7 @@ final class MailWait {
             } finally {
                 m.forget(rid);
             }
-            if (!Hold.again(attempt++, deadline, forever)) {
+            if (!SharedHold.again(attempt++, deadline, forever)) {
                 throw new LinkException("the wait on " + kind.route() + " could not be queued in time", null);
             }
         }

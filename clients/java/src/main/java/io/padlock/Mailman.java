@@ -26,7 +26,7 @@ final class Mailman {
     private final String route;
     final String mailbox;
     private final Map<String, CompletableFuture<String>> slots = new ConcurrentHashMap<>();
-    private final Map<String, WeakReference<Hold>> watched = new ConcurrentHashMap<>();
+    private final Map<String, WeakReference<SharedHold>> watched = new ConcurrentHashMap<>();
     private Thread thread;
     private boolean closed;
     /** Bumped when the mailbox connection failed (the waits are sent again). */
@@ -71,7 +71,7 @@ final class Mailman {
         slots.remove(rid);
     }
 
-    void watch(String rid, Hold hold, long intervalMs) {
+    void watch(String rid, SharedHold hold, long intervalMs) {
         watched.put(rid, new WeakReference<>(hold));
         pollMs = Math.min(pollMs, Math.max(20, intervalMs / 2));
         start();
@@ -165,8 +165,8 @@ final class Mailman {
             slot.complete(outcome);
             return;
         }
-        WeakReference<Hold> ref = watched.get(rid);
-        Hold hold = ref == null ? null : ref.get();
+        WeakReference<SharedHold> ref = watched.get(rid);
+        SharedHold hold = ref == null ? null : ref.get();
         if (hold != null && outcome.startsWith("-LOST")) {
             hold.heardLost(outcome.substring(1));
         }

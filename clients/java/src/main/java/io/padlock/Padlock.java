@@ -42,7 +42,7 @@ public final class Padlock implements AutoCloseable {
     private final String id;
     private final long ttlMs;
     private final Consumer<String> log;
-    private final ConcurrentHashMap<String, Hold> holds = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, SharedHold> holds = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, Keeper> keepers = new ConcurrentHashMap<>();
     private final String idPrefix;
     private final AtomicLong idCounter = new AtomicLong();
@@ -129,7 +129,7 @@ public final class Padlock implements AutoCloseable {
     /** Stops the scheduler; holds still held are released first. */
     @Override
     public void close() {
-        for (Hold h : new ArrayList<>(holds.values())) {
+        for (SharedHold h : new ArrayList<>(holds.values())) {
             h.io.lock();
             try {
                 h.finish(false);
@@ -148,8 +148,8 @@ public final class Padlock implements AutoCloseable {
     }
 
     /** The live hold of {@code holder} on {@code kind}'s keys, made on first use. */
-    Hold hold(Kind kind, String holder, long ttl) {
-        return holds.computeIfAbsent(kind.name() + "\0" + holder, k -> new Hold(this, kind, holder, ttl));
+    SharedHold hold(Kind kind, String holder, long ttl) {
+        return holds.computeIfAbsent(kind.name() + "\0" + holder, k -> new SharedHold(this, kind, holder, ttl));
     }
 
     /** The hold if this process holds it now, else null. */
@@ -158,11 +158,11 @@ public final class Padlock implements AutoCloseable {
         return keepers.computeIfAbsent(driver.node(key), n -> new Keeper(this, key));
     }
 
-        Hold existing(Kind kind, String holder) {
+        SharedHold existing(Kind kind, String holder) {
         return holds.get(kind.name() + "\0" + holder);
     }
 
-    void forget(Hold h) {
+    void forget(SharedHold h) {
         holds.remove(h.kind.name() + "\0" + h.holder, h);
     }
 

@@ -34,13 +34,13 @@ public final class PadlockLock extends LockBase {
 
     /** The fencing token of this thread's hold (the same for every reentry); -1 when not held. */
     public long fence() {
-        Hold h = mine();
+        SharedHold h = mine();
         return h == null || !h.held() ? -1 : h.fence;
     }
 
     /** How many times this thread's holder holds it (0 when not). */
     public int getHoldCount() {
-        Hold h = mine();
+        SharedHold h = mine();
         return h == null || h.lost() ? 0 : (int) h.depth;
     }
 
@@ -56,7 +56,7 @@ public final class PadlockLock extends LockBase {
     }
 
     @Override
-    void took(Hold h, Object reply, long units) {
+    void took(SharedHold h, Object reply, long units) {
         h.fence = Replies.asLong(reply);
         h.depth++;
     }
@@ -67,7 +67,7 @@ public final class PadlockLock extends LockBase {
     }
 
     @Override
-    boolean released(Hold h, Object reply, long units) {
+    boolean released(SharedHold h, Object reply, long units) {
         long left = Replies.asLong(reply);
         h.depth = Math.max(0, h.depth - 1);
         while (h.depth == 0 && left > 0) {

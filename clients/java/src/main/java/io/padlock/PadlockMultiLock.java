@@ -33,7 +33,7 @@ public final class PadlockMultiLock extends LockBase {
 
     /** The fence of each key, in order, for this thread's hold; empty when not held. */
     public List<Long> fences() {
-        Hold h = mine();
+        SharedHold h = mine();
         if (h == null || !h.held()) {
             return List.of();
         }
@@ -41,7 +41,7 @@ public final class PadlockMultiLock extends LockBase {
     }
 
     public int getHoldCount() {
-        Hold h = mine();
+        SharedHold h = mine();
         return h == null || h.lost() ? 0 : (int) h.depth;
     }
 
@@ -62,7 +62,7 @@ public final class PadlockMultiLock extends LockBase {
     }
 
     @Override
-    void took(Hold h, Object reply, long units) {
+    void took(SharedHold h, Object reply, long units) {
         List<Long> fences = new ArrayList<>();
         for (Object f : Replies.asList(reply)) {
             fences.add(Replies.asLong(f));
@@ -80,7 +80,7 @@ public final class PadlockMultiLock extends LockBase {
     }
 
     @Override
-    boolean released(Hold h, Object reply, long units) {
+    boolean released(SharedHold h, Object reply, long units) {
         h.depth = Math.max(0, h.depth - 1);
         return h.depth == 0;
     }

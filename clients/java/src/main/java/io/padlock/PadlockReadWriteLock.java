@@ -47,24 +47,24 @@ public final class PadlockReadWriteLock implements ReadWriteLock {
 
     /** Read holds of this thread's holder. */
     public int getReadHoldCount() {
-        Hold h = read.mine();
+        SharedHold h = read.mine();
         return h == null || h.lost() ? 0 : (int) h.reads;
     }
 
     /** Write holds of this thread's holder. */
     public int getWriteHoldCount() {
-        Hold h = read.mine();
+        SharedHold h = read.mine();
         return h == null || h.lost() ? 0 : (int) h.writes;
     }
 
     public boolean isWriteLockedByCurrentThread() {
-        Hold h = read.mine();
+        SharedHold h = read.mine();
         return h != null && h.held() && h.writes > 0;
     }
 
     /** The fence of this thread's holder (one per holder, the same on reentry and upgrade); -1 when not held. */
     public long fence() {
-        Hold h = read.mine();
+        SharedHold h = read.mine();
         return h == null || !h.held() ? -1 : h.fence;
     }
 
@@ -89,7 +89,7 @@ public final class PadlockReadWriteLock implements ReadWriteLock {
         }
 
         @Override
-        void took(Hold h, Object reply, long units) {
+        void took(SharedHold h, Object reply, long units) {
             h.fence = Replies.asLong(reply);
             if ("READ".equals(mode)) {
                 h.reads++;
@@ -105,7 +105,7 @@ public final class PadlockReadWriteLock implements ReadWriteLock {
         }
 
         @Override
-        boolean released(Hold h, Object reply, long units) {
+        boolean released(SharedHold h, Object reply, long units) {
             List<?> left = Replies.asList(reply);
             h.reads = Replies.asLong(left.get(0));
             h.writes = Replies.asLong(left.get(1));
@@ -116,7 +116,7 @@ public final class PadlockReadWriteLock implements ReadWriteLock {
         /** Release of a mode this holder does not hold is refused before anything is sent. */
         @Override
         public void unlock() {
-            Hold h = mine();
+            SharedHold h = mine();
             if (h != null && !h.lost() && ("READ".equals(mode) ? h.reads : h.writes) == 0) {
                 throw new IllegalMonitorStateException(rw.key + " is not " + mode.toLowerCase() + "-held by " + holder());
             }

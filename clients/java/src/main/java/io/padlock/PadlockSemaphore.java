@@ -11,7 +11,7 @@ import java.util.concurrent.TimeUnit;
  * {@code Semaphore}; {@link #withHolder} gives a unit of work its own
  * permits and lease. Waits are first come, first served.
  */
-public final class PadlockSemaphore extends Holding {
+public final class PadlockSemaphore extends Handle {
     private final String key;
     private final int limit;
 
@@ -88,7 +88,7 @@ public final class PadlockSemaphore extends Holding {
 
     /** Gives back {@code permits}; more than the holder has: {@link IllegalMonitorStateException}. */
     public void release(int permits) {
-        Hold h = mine();
+        SharedHold h = mine();
         if (h != null && !h.lost() && permits > h.depth) {
             throw new IllegalMonitorStateException(holder() + " holds " + h.depth + " permit(s) of " + key + ", not " + permits);
         }
@@ -106,13 +106,13 @@ public final class PadlockSemaphore extends Holding {
 
     /** Permits this holder holds (0 when lost). */
     public int heldPermits() {
-        Hold h = mine();
+        SharedHold h = mine();
         return h == null || h.lost() ? 0 : (int) h.depth;
     }
 
     /** True while this holder holds permits and their lease cannot have run out. */
     public boolean isHeld() {
-        Hold h = mine();
+        SharedHold h = mine();
         return h != null && h.held();
     }
 
@@ -134,7 +134,7 @@ public final class PadlockSemaphore extends Holding {
     }
 
     @Override
-    void took(Hold h, Object reply, long units) {
+    void took(SharedHold h, Object reply, long units) {
         h.depth = Replies.asLong(reply);
     }
 
@@ -144,7 +144,7 @@ public final class PadlockSemaphore extends Holding {
     }
 
     @Override
-    boolean released(Hold h, Object reply, long units) {
+    boolean released(SharedHold h, Object reply, long units) {
         h.depth = Replies.asLong(reply);
         return h.depth == 0;
     }

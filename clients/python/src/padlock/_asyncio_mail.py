@@ -1,211 +1,23 @@
-"""What the asyncio holds of an event loop share (as `_shared` for the
-blocking ones): one watcher task for all of them, and per server two
-connections: the keeper, which carries their commands and `KEEP`
-bindings, and the mailman's, on which one task waits with `BLPOP` for the
-outcomes of every wait (`MAILBOX`)."""
+"""Waits and losses heard through a mailbox, for the asyncio holds of an
+event loop (see `_thread_mail`, the blocking twin): one task per server
+`BLPOP`s the mailbox and hands each outcome to its wait, each `-LOST` to
+its hold; `Source` says where a hold's waits go; a cancelled wait is taken
+back with `LOCK.CANCEL`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import heapq
-import itertools
 import uuid
 import weakref
-from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Optional, Sequence
 
 import redis
 from redis.asyncio.cluster import RedisCluster
 
-from ._glide import Glide as Driver
 from ._common import mail_element, parse_outcome, taken_back, with_mailbox
-from ._retry import CONNECTION_ERRORS
-
-__all__ = ["Driver"]
-
-
-class Watched(Protocol):
-    async def _watch_once(self, gen: int) -> Optional[float]:
-        """One round of the watching that started as `gen`: the loop time
-        of the next one, or None to stop."""
-
-
-class Scheduler:
-    """One task per event loop for every hold's rounds, earliest first;
-    holds are held weakly."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, "weakref.ref[Any]", int]] = []
-        self._seq = itertools.count()
-        # Set when a round is added while the task sleeps.
-        self._waiter: Optional[asyncio.Future[None]] = None
-        self._task: Optional[asyncio.Task[None]] = None
-
-    def add(self, hold: Watched, at: float, gen: int) -> None:
-        heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold), gen))
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    def tasks(self) -> int:
-        return int(self._task is not None and not self._task.done())
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            while not self._heap or self._heap[0][0] > loop.time():
-                wait = None if not self._heap else self._heap[0][0] - loop.time()
-                # `asyncio.wait`, not `wait_for`: a cancellation (the loop
-                # closing) must never be lost to a wake-up at the same time.
-                self._waiter = loop.create_future()
-                try:
-                    await asyncio.wait([self._waiter], timeout=wait)
-                finally:
-                    self._waiter = None
-            _, _, ref, gen = heapq.heappop(self._heap)
-            hold = ref()
-            if hold is None:
-                continue
-            try:
-                nxt = await hold._watch_once(gen)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - one hold's failure must not stop the others
-                nxt = None
-            if nxt is not None:
-                heapq.heappush(self._heap, (nxt, next(self._seq), weakref.ref(hold), gen))
-            del hold
-
-
-_SCHEDULERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Scheduler]" = weakref.WeakKeyDictionary()
-
-
-def scheduler() -> Scheduler:
-    """The running loop's scheduler."""
-    loop = asyncio.get_running_loop()
-    s = _SCHEDULERS.get(loop)
-    if s is None:
-        s = _SCHEDULERS[loop] = Scheduler()
-    return s
-
-
-async def exchange(conn: Any, args: Sequence[Any]) -> Any:
-    await conn.send_command(*args)
-    return await conn.read_response()
-
-
-class Keeper:
-    """The connection one server's holds share on one loop (made for
-    padlock, not taken from the application's pool). Calls are serialized;
-    each waits for its reply at most its limit."""
-
-    def __init__(self, make: Callable[[], Awaitable[Any]], identify: bool = False) -> None:
-        self._make = make
-        self._loop = asyncio.get_running_loop()
-        # A driver that reconnects silently (glide): see `_shared.Keeper`.
-        self._identify = identify
-        self._id: Any = None
-        self._conn: Any = None
-        self.lock = asyncio.Lock()
-        #: Bumped whenever the connection goes: bindings made on an earlier
-        #: one are gone.
-        self.epoch = 0
-        #: The send time of the latest command answered on this epoch's
-        #: connection: every binding on it was still there then.
-        self.alive_at = float("-inf")
-
-    async def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
-        """`args` on the shared connection, under its lock: the reply and
-        the epoch it went out on."""
-        # Shielded: a caller cancelled mid-call must not cut the exchange in
-        # half (its reply would be read by the next call); it completes, and
-        # the reply is dropped.
-        return await asyncio.shield(self._locked(args, limit))
-
-    async def _locked(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
-        async with self.lock:
-            sent = self._loop.time()
-            reply = await self._call(args, limit)
-            if not self._identify:
-                self.alive_at = max(self.alive_at, sent)
-            return reply, self.epoch
-
-    async def ping(self) -> None:
-        """The liveness check of every binding on the connection (see
-        `_shared.Keeper.ping`)."""
-        if not self._identify:
-            await self.call(["PING"], TIMEOUT)
-            return
-        async with self.lock:
-            sent = self._loop.time()
-            got = await self._call(["CLIENT", "ID"], TIMEOUT)
-            if got != self._id:
-                self.epoch += 1
-                self.alive_at = float("-inf")
-                self._id = got
-            else:
-                self.alive_at = max(self.alive_at, sent)
-
-    async def _call(self, args: Sequence[Any], limit: Optional[float]) -> Any:
-        if self._conn is None:
-            self._conn = await self._make()
-            self._id = None
-        conn = self._conn
-        try:
-            if self._identify and self._id is None:
-                self._id = await asyncio.wait_for(exchange(conn, ["CLIENT", "ID"]), limit)
-            # The limit covers connecting too (a half-open peer never
-            # answers the handshake). Not `read_response(timeout=...)`:
-            # redis.asyncio answers None when that passes, which reads as
-            # "not acquired".
-            return await asyncio.wait_for(exchange(conn, args), limit)
-        except asyncio.TimeoutError:
-            await self._reset()
-            raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
-        except CONNECTION_ERRORS:
-            await self._reset()
-            raise
-
-    async def reset(self) -> None:
-        """Closes the connection: every binding on it ends (the holds that
-        still live see `epoch` move and bind again on their next round)."""
-        async with self.lock:
-            await self._reset()
-
-    async def _reset(self) -> None:
-        self.epoch += 1
-        self.alive_at = float("-inf")
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.disconnect()
-
-    def reset_soon(self) -> None:
-        """`reset` from a finalizer, which may run on any thread: done on
-        the keeper's own loop."""
-        def reset() -> None:
-            self.epoch += 1
-            self.alive_at = float("-inf")
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                self._loop.create_task(conn.disconnect())
-
-        try:
-            self._loop.call_soon_threadsafe(reset)
-        except RuntimeError:
-            pass  # the loop is closed: its sockets close with it
-
-    def connections(self) -> int:
-        return int(self._conn is not None)
-
-
-_KEEPERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[Any, dict[str, Keeper]]]" = (
-    weakref.WeakKeyDictionary())
-
-#: The longest one command of a mailbox wait may take (seconds), and how
-#: much longer than its BLOCK timeout its outcome may take to be mailed.
-TIMEOUT = 5.0
+from ._asyncio_runtime import TIMEOUT, Driver, Keeper, exchange, keeper
 
 
 class Slot:
@@ -218,7 +30,7 @@ class Slot:
 
 class Mailman:
     """The connection one server's waits and kept holds share on one loop
-    to hear from the server (see `_shared.Mailman`): one task `BLPOP`s the
+    to hear from the server (see `_thread_mail.Mailman`): one task `BLPOP`s the
     mailbox and hands each element to the wait (its outcome) or the hold
     (`-LOST`) whose request-id starts it; between two it pings the keeper,
     once per interval of the shortest-lived hold it watches."""
@@ -264,7 +76,7 @@ class Mailman:
 
     def fresh(self) -> float:
         """Since when the holds bound to the keeper with this mailbox are
-        known to live (see `_shared.Mailman.fresh`)."""
+        known to live (see `_thread_mail.Mailman.fresh`)."""
         return min(self.keeper.alive_at, self.clear_at)
 
     def _deliver(self, element: Any) -> None:
@@ -325,6 +137,7 @@ class Mailman:
 
 
 _MAILMEN: "weakref.WeakKeyDictionary[Keeper, Mailman]" = weakref.WeakKeyDictionary()
+os.register_at_fork(after_in_child=_MAILMEN.clear)  # see `_asyncio_runtime`
 
 
 def mailman(k: Keeper, make: Callable[..., Awaitable[Any]]) -> Mailman:
@@ -334,15 +147,13 @@ def mailman(k: Keeper, make: Callable[..., Awaitable[Any]]) -> Mailman:
     return m
 
 
-
-
 def _is_waiting(reply: Any) -> bool:
     return reply in (b"WAITING", "WAITING")
 
 
 async def mail_wait(k: Keeper, m: Mailman, args: list[Any],
                     give_back: Optional[Sequence[Any]]) -> tuple[Any, Optional[int]]:
-    """A wait through the mailbox (see `_shared.mail_wait`): queued on the
+    """A wait through the mailbox (see `_thread_mail.mail_wait`): queued on the
     keeper, its outcome mailed; a connection replaced meanwhile is a
     connection error (sent again with the same id), and a wait cancelled
     on this side is taken back (`LOCK.CANCEL`, a racing grant released)."""
@@ -380,7 +191,7 @@ async def mail_wait(k: Keeper, m: Mailman, args: list[Any],
 
 
 async def take_back(k: Keeper, args: Sequence[Any], give_back: Sequence[Any], e: BaseException) -> None:
-    """An acquire cancelled after its wait was sent (see `_shared.take_back`)."""
+    """An acquire cancelled after its wait was sent (see `_thread_mail.take_back`)."""
     if getattr(e, "padlock_taken_back", False) or "ID" not in args:
         return
     await asyncio.shield(_take_back(k, list(args), str(args[list(args).index("ID") + 1]), give_back))
@@ -396,57 +207,6 @@ async def _take_back(k: Keeper, args: list[Any], rid: str, give_back: Sequence[A
             await k.call(list(give_back), TIMEOUT)
     except Exception:  # noqa: BLE001 - the lease runs out on its own
         logging.getLogger("padlock").warning("could not take back a cancelled wait on %s", key)
-
-
-def _after_fork_in_child() -> None:
-    """A forked child keeps none of its parent's loops' keepers or
-    watchers (it runs loops of its own)."""
-    _KEEPERS.clear()
-    _SCHEDULERS.clear()
-    _MAILMEN.clear()
-
-
-os.register_at_fork(after_in_child=lambda: _after_fork_in_child())
-
-
-def keeper(owner: Any, node: str, make: Callable[[], Awaitable[Any]]) -> Keeper:
-    """The keeper of `owner` (a client) for `node` on the running loop."""
-    per_loop = _KEEPERS.setdefault(asyncio.get_running_loop(), weakref.WeakKeyDictionary())
-    nodes = per_loop.setdefault(owner, {})
-    k = nodes.get(node)
-    if k is None:
-        k = nodes[node] = Keeper(make, isinstance(owner, Driver))
-    return k
-
-
-def keeper_connections() -> int:
-    """Keeper connections open on the running loop."""
-    per_loop = _KEEPERS.get(asyncio.get_running_loop())
-    if per_loop is None:
-        return 0
-    return sum(k.connections() for nodes in per_loop.values() for k in nodes.values())
-
-
-# -- what `aio.py` runs on (`sync.py`, generated from it, on `_shared`) -----------
-
-#: How long a server-side wait may take at most on the wire (BLOCK 0).
-FOREVER: Optional[float] = 365 * 24 * 3600.0
-
-Event = asyncio.Event
-Lock = asyncio.Lock
-sleep = asyncio.sleep
-current = asyncio.current_task
-Cancelled = asyncio.CancelledError
-
-
-def now() -> float:
-    return asyncio.get_running_loop().time()
-
-
-def node(client: Any, key: str) -> Any:
-    """The client to read `key` through: the application's own (a cluster
-    client routes by the key)."""
-    return client
 
 
 class Source:
@@ -518,22 +278,3 @@ class Source:
             raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
         finally:
             await conn.disconnect()
-
-
-def collected(box: list[Any]) -> None:
-    """A hold collected without `release()` (on any thread): if the server
-    keeps its lease, the shared connection is replaced so that the binding
-    ends (the holds that live bind again on their next round)."""
-    kept, box[0] = box[0], None
-    if kept is not None:
-        kept.reset_soon()
-
-
-def call_lost(on_lost: Callable[[Any], None], hold: Any) -> None:
-    """`on_lost(hold)`, on the loop (it must not block); one that raises
-    is logged with its traceback (logger `padlock`), and the watching goes
-    on."""
-    try:
-        on_lost(hold)
-    except Exception:  # noqa: BLE001 - reported, never swallowed silently
-        logging.getLogger("padlock").exception("on_lost callback of %s raised", getattr(hold, "key", hold))

@@ -22,7 +22,7 @@ import java.util.function.LongFunction;
  * bound again, within the lease's time. Waits are queued on the keeper with
  * {@code MAILBOX} (in a cluster, on a connection of their own).
  */
-final class Hold {
+final class SharedHold {
     final Padlock pad;
     final Kind kind;
     final String holder;
@@ -55,7 +55,7 @@ final class Hold {
     private final List<Runnable> onLost = new CopyOnWriteArrayList<>();
     private ScheduledFuture<?> watch;
 
-    Hold(Padlock pad, Kind kind, String holder, long ttlMs) {
+    SharedHold(Padlock pad, Kind kind, String holder, long ttlMs) {
         this.pad = pad;
         this.kind = kind;
         this.holder = holder;

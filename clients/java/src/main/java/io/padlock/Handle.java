@@ -5,11 +5,13 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * What every kind of hold does the same way: find the caller's holder, try
- * on the hold's connection (with {@code KEEP}), wait on a connection of its
- * own, bind the lease after a wait, release and count.
+ * The base of every handle the user holds ({@link PadlockLock},
+ * {@link PadlockSemaphore}, ...): what each does the same way. It finds the
+ * caller's holder and that holder's {@link SharedHold}, tries on the keeper
+ * (with {@code KEEP}), waits through the mailbox, binds the lease after a
+ * wait, releases and counts.
  */
-abstract class Holding {
+abstract class Handle {
     final Padlock pad;
     final Kind kind;
     /** An explicit holder, or null: the calling thread's. */
@@ -17,7 +19,7 @@ abstract class Holding {
     final long ttlMs;
     volatile Runnable onLost;
 
-    Holding(Padlock pad, Kind kind, String fixedHolder, long ttlMs) {
+    Handle(Padlock pad, Kind kind, String fixedHolder, long ttlMs) {
         if (fixedHolder != null && fixedHolder.isEmpty()) {
             throw new IllegalArgumentException("holder must not be empty");
         }
@@ -39,13 +41,13 @@ abstract class Holding {
     abstract List<String> acquireArgs(String holder, long units);
 
     /** Counts a grant's reply into the hold (caller holds its io). */
-    abstract void took(Hold h, Object reply, long units);
+    abstract void took(SharedHold h, Object reply, long units);
 
     /** The release command for {@code units}. */
     abstract List<String> releaseArgs(String holder, long units);
 
     /** Counts a release's reply; true when nothing is held any more. */
-    abstract boolean released(Hold h, Object reply, long units);
+    abstract boolean released(SharedHold h, Object reply, long units);
 
     /**
      * Takes {@code units}: at once if free, else waiting {@code waitMs}
@@ -78,7 +80,7 @@ abstract class Holding {
     private Boolean tryNow(String holder, long units) {
         List<String> now = new ArrayList<>(acquireArgs(holder, units));
         now.add("KEEP");
-        Hold first = locked(holder);
+        SharedHold first = locked(holder);
         try {
             long sent = System.nanoTime();
             Object r;
@@ -87,7 +89,7 @@ abstract class Holding {
             } catch (ReplyException e) {
                 if (!"TRYAGAIN".equals(e.code())) {
                     giveBackIfIdle(first);
-                    throw Holding.translate(e);
+                    throw Handle.translate(e);
                 }
                 r = null; // a restart grace: a wait is served once it ends
             } catch (RuntimeException e) {
@@ -110,9 +112,9 @@ abstract class Holding {
 
     private boolean waitFor(String holder, long units, long deadline, boolean forever, boolean interruptibly)
             throws InterruptedException {
-        Hold.Waited w;
+        SharedHold.Waited w;
         try {
-            w = Hold.await(pad, kind, left -> {
+            w = SharedHold.await(pad, kind, left -> {
                 List<String> a = new ArrayList<>(acquireArgs(holder, units));
                 a.add("BLOCK");
                 a.add(Long.toString(left));
@@ -120,12 +122,12 @@ abstract class Holding {
                 return a;
             }, deadline, forever, interruptibly, releaseArgs(holder, units));
         } catch (ReplyException e) {
-            throw Holding.translate(e);
+            throw Handle.translate(e);
         }
         if (w.reply() == null) {
             return false;
         }
-        Hold h = locked(holder);
+        SharedHold h = locked(holder);
         try {
             h.ttlMs = ttlMs;
             took(h, w.reply(), units);
@@ -143,9 +145,9 @@ abstract class Holding {
     }
 
     /** The holder's live hold, locked (the caller unlocks its io). */
-    private Hold locked(String holder) {
+    private SharedHold locked(String holder) {
         while (true) {
-            Hold h = pad.hold(kind, holder, ttlMs);
+            SharedHold h = pad.hold(kind, holder, ttlMs);
             h.io.lock();
             if (!h.ended) {
                 return h;
@@ -156,7 +158,7 @@ abstract class Holding {
     }
 
     /** A hold that holds nothing gives its connection back while its owner waits elsewhere. */
-    private static void giveBackIfIdle(Hold h) {
+    private static void giveBackIfIdle(SharedHold h) {
         if (h.depth == 0) {
             h.finish(true);
         }
@@ -165,7 +167,7 @@ abstract class Holding {
     /** Gives back {@code units}; throws {@link IllegalMonitorStateException} when not held. */
     final void give(long units) {
         String holder = holder();
-        Hold h = pad.existing(kind, holder);
+        SharedHold h = pad.existing(kind, holder);
         if (h == null) {
             throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
         }
@@ -204,8 +206,8 @@ abstract class Holding {
     }
 
     /** The hold of the calling thread's holder, or null. */
-    final Hold mine() {
-        Hold h = pad.existing(kind, holder());
+    final SharedHold mine() {
+        SharedHold h = pad.existing(kind, holder());
         return h == null || h.ended ? null : h;
     }
 
