@@ -59,8 +59,8 @@ pub const KEEP_MAX_IDLE_MS: Int = Int {
     min: 0,
     max: 1 << 40,
 };
-/// The most often a bound lease costs a write; a `KEEP` ttl below three
-/// times this is refused.
+/// The `KEEP` ttl floor: a `KEEP` ttl below three times this is refused.
+/// (Bound leases cost no writes; the name is from when they were renewed.)
 pub const KEEP_MIN_INTERVAL_MS: Int = Int {
     name: "keep-min-interval-ms",
     default: 100,

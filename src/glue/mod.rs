@@ -1,5 +1,5 @@
 //! The Redis side: parse, open keys, call the core, commit, reply. A map
-//! for new contributors is in the README ("Where things live").
+//! for new contributors is in docs/design.md ("Where things live").
 
 /// A Redis module API function pointer. All the ones padlock uses exist
 /// from Redis 7.0 on; a server without one cannot have loaded the module.
