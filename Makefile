@@ -29,11 +29,11 @@ run: build
 test: build
 	@scripts/deps.sh --python
 	@scripts/deps.sh --observe
-	python3 scripts/check-structure.py
+	python3 scripts/test/check-structure.py
 	cargo test --release --workspace --lib
 	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test smoke
 	@echo "==> Python suite on Redis 7.0, 8.0, 8.6 and Valkey 9.1 (two at a time)"
-	scripts/test-matrix.sh
+	scripts/test/test-matrix.sh
 	@echo "==> Python client (clients/python): mypy --strict and its tests"
 	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
 	PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
@@ -65,20 +65,20 @@ compat: build
 # bases made here, with a private Docker daemon; needs root.
 test-container: build
 	@scripts/deps.sh --python
-	scripts/test-container.sh
+	scripts/test/test-container.sh
 
 # Faults on purpose (Sentinel failovers, kill -9, SIGSTOP past a lease,
 # client kills) with a checker; then a longer fuzz. A few minutes.
 torture: build
 	@scripts/deps.sh --python
-	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/torture.py
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/test/torture.py
 	PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) $(PYTEST)/test_fuzz.py -s
 
 lint: deps
 	@cargo clippy --version >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1 || rustup component add clippy rustfmt
 	@scripts/deps.sh --python
 	@scripts/deps.sh --node
-	python3 scripts/check-structure.py
+	python3 scripts/test/check-structure.py
 	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
 	cd clients/typescript && npx tsc -p tsconfig.json --noEmit
 	@scripts/deps.sh --java
@@ -88,11 +88,11 @@ lint: deps
 
 bench: build
 	@scripts/deps.sh --bench
-	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/bench.py
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/bench/bench.py
 
 soak: build
 	@scripts/deps.sh --python
-	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/soak.py
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/test/soak.py
 
 # A minute of chaos (pauses, flushes, reloads, kills) on each server.
 chaos: build

@@ -14,7 +14,9 @@ import time
 import pytest
 import redis
 
+# scripts/ (harness, faultproxy) and scripts/docs/ (the docs' renderers).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts" / "docs"))
 from harness import free_port  # noqa: E402  (one port picker for tests and scripts)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

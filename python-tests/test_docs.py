@@ -42,7 +42,7 @@ SYNTAX = {
 COMMANDS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands.md"
 
 
-import reference  # noqa: E402  (scripts/: one renderer and one raw reply for docs and tests)
+import reference  # noqa: E402  (scripts/docs/: one renderer and one raw reply for docs and tests)
 from reference import as_dict, render, text  # noqa: E402
 
 

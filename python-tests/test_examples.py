@@ -1,7 +1,7 @@
 """The docs' examples run: every `redis` session in README.md and
 docs/commands.md, in order on one connection to a fresh server, replies
-compared by shape (scripts/examples.py); and docs/commands.md's headings
-are the syntax lines COMMAND DOCS gives (scripts/reference.py)."""
+compared by shape (scripts/docs/examples.py); and docs/commands.md's headings
+are the syntax lines COMMAND DOCS gives (scripts/docs/reference.py)."""
 
 import pathlib
 
@@ -29,10 +29,10 @@ def test_reference_headings_and_readme_table_come_from_command_docs(server):
     docs = reference.command_docs(server.port)
     lines = {name: line for name, (line, _) in docs.items()}
     doc = reference.DOC.read_text()
-    assert reference.rewrite(doc, lines) == doc, "run scripts/reference.py"
+    assert reference.rewrite(doc, lines) == doc, "run scripts/docs/reference.py"
     assert sorted(set(reference.HEADING.findall(doc))) == sorted(lines), "a command without a heading"
     readme = reference.README.read_text()
-    assert reference.with_table(readme, doc, docs) == readme, "run scripts/reference.py"
+    assert reference.with_table(readme, doc, docs) == readme, "run scripts/docs/reference.py"
 
 
 def test_shapes_catch_a_drift():

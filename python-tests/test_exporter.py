@@ -137,7 +137,7 @@ def test_the_guides_acl_recipes_as_written(server, r):
     import redis as redis_py
     root = DEPLOY.parent
     lines = subprocess.run(
-        [sys.executable, str(root / "scripts" / "doc-shell.py"), str(root / "docs" / "operations.md"),
+        [sys.executable, str(root / "scripts" / "docs" / "doc-shell.py"), str(root / "docs" / "operations.md"),
          "ACL recipes", str(server.port)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert len(lines) == 4, lines
     for line in lines[:3]:

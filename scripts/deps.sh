@@ -99,9 +99,9 @@ if [ "${1:-}" = "--bench" ]; then
   fi
   "$0" --python
   "$0" --java
-  if [ ! -f .venv/.bench-installed ] || [ scripts/bench-requirements.txt -nt .venv/.bench-installed ]; then
+  if [ ! -f .venv/.bench-installed ] || [ scripts/bench/bench-requirements.txt -nt .venv/.bench-installed ]; then
     echo "==> installing the benchmark's Python packages into .venv"
-    .venv/bin/pip install -q --disable-pip-version-check -r scripts/bench-requirements.txt
+    .venv/bin/pip install -q --disable-pip-version-check -r scripts/bench/bench-requirements.txt
     touch .venv/.bench-installed
   fi
 fi

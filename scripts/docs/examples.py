@@ -7,7 +7,7 @@ so a file reads as one session. Replies are compared by shape: strings,
 nils, array lengths and error classes exactly; integers (fences, ttls) by
 kind, not value. A trailing `# ...` after three spaces is a comment.
 
-    python scripts/examples.py FILE.md   # prints each command's actual reply
+    python scripts/docs/examples.py FILE.md   # prints each command's actual reply
 """
 
 import re
@@ -100,7 +100,7 @@ def run(port, markdown, check=True):
 
 
 def main():
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))  # scripts/: harness
     from harness import Server
     for path in sys.argv[1:]:
         srv = Server()

@@ -4,7 +4,7 @@ the server time per queued waiter (INFO commandstats) of each, their
 ratio, and the p99 of a PING sent from another client while the waiters
 queue; then checks the FIFO hand-off through all of them.
 
-python scripts/hotkey.py [N ...]   (default 1000 5000 10000; the client
+python scripts/bench/hotkey.py [N ...]   (default 1000 5000 10000; the client
 raises its open-file limit to what N sockets need, up to the hard limit,
 and a size the machine cannot open is left out with a note)
 """
@@ -15,6 +15,8 @@ import time
 
 import redis
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from harness import Server, resp
 
 

@@ -10,6 +10,9 @@ import time
 
 import redis
 
+import sys
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from harness import Server
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", "60"))

@@ -1,6 +1,6 @@
 """make bench: padlock against its baselines, side by side, on this machine.
 
-1. Per command (scripts/cost.py): instructions per call inside `call()`
+1. Per command (scripts/bench/cost.py): instructions per call inside `call()`
    (callgrind) and requests per second at pipeline 16, each as a ratio to
    `SET key v NX PX` measured in the same run, on Redis 7.0 and 8.0, alone
    and with AOF on and a replica attached.
@@ -26,6 +26,8 @@ import time
 
 import redis
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 import cost
 from harness import ROOT, Server
 
@@ -423,9 +425,9 @@ def saved():
 
 
 def java_vs_redisson():
-    """clients/java's benchmark (scripts/java-bench.sh): padlock's Java client
+    """clients/java's benchmark (scripts/bench/java-bench.sh): padlock's Java client
     and Redisson in one JVM on one server; its Markdown tables as printed."""
-    out = subprocess.run([str(ROOT / "scripts/java-bench.sh")], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([str(ROOT / "scripts/bench/java-bench.sh")], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
     body = "\n".join(lines).strip().replace("### ", "**Java client vs Redisson — ", 1)

@@ -17,7 +17,7 @@ import pathlib
 import re
 import sys
 
-TOP = pathlib.Path(__file__).resolve().parent.parent
+TOP = pathlib.Path(__file__).resolve().parents[2]
 ROOT = TOP / "src"
 CORE = TOP / "core" / "src"
 MAX_LINES = 420

@@ -5,8 +5,8 @@ README's table of commands (between `<!-- commands:start -->` and
 `<!-- commands:end -->`) gets each command's line and summary, linking to
 its heading. No command line is typed twice.
 
-    python scripts/reference.py          # rewrites both in place
-    python scripts/reference.py --check  # exit 1 when either differs
+    python scripts/docs/reference.py          # rewrites both in place
+    python scripts/docs/reference.py --check  # exit 1 when either differs
 """
 
 import re
@@ -14,6 +14,8 @@ import sys
 
 import redis
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from harness import ROOT, Server
 
 DOC = ROOT / "docs" / "commands.md"

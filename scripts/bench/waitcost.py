@@ -15,7 +15,7 @@ until the last has its outcome, divided by `n`. Side by side on one binary:
   read;
 - the same MAILBOX waiters timing out (BLOCK 1) instead of being granted.
 
-    python scripts/waitcost.py [server-binary] [n]
+    python scripts/bench/waitcost.py [server-binary] [n]
 """
 
 import glob
@@ -26,6 +26,8 @@ import time
 
 import redis
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from cost import Node
 
 N = 2000

@@ -8,7 +8,7 @@
 # Everything it starts (daemon, containers, images, bridge, iptables
 # chains) is removed when it ends, also on failure. Needs root.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$PWD
 [ "$(id -u)" = 0 ] || { echo "test-container: needs root (a private dockerd)" >&2; exit 1; }
 
@@ -139,7 +139,7 @@ check() { # check SUITE
   $DOCKER rm -f "$name" >/dev/null
 }
 
-# The docs' own recipes, run as written (scripts/doc-shell.py: only the
+# The docs' own recipes, run as written (scripts/docs/doc-shell.py: only the
 # published port becomes a free loopback one): the README's quick start
 # and the guide's `docker run`, on images tagged with the names the
 # Dockerfile's defaults pull (no registry here: Debian 13's Redis 8.0 is
@@ -153,7 +153,7 @@ recipe() { # recipe FILE HEADING
     echo "    \$ $cmd"
     if [ "$cmd" = run-session ]; then
       # The section's redis-cli session, replies checked by shape.
-      "$root/.venv/bin/python" - "$root/scripts" "$root/$file" "$heading" "$port" <<'PY'
+      "$root/.venv/bin/python" - "$root/scripts/docs" "$root/$file" "$heading" "$port" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import examples, importlib.util
@@ -176,7 +176,7 @@ PY
       for _ in $(seq 100); do redis-cli -p "$port" PING 2>/dev/null | grep -q 'PONG\|NOAUTH' && up=1 && break; sleep 0.1; done
       [ "$up" = 1 ] || { $DOCKER logs locks | tail; exit 1; }
     fi
-  done < <(python3 "$root/scripts/doc-shell.py" "$root/$file" "$heading" "$port")
+  done < <(python3 "$root/scripts/docs/doc-shell.py" "$root/$file" "$heading" "$port")
   $DOCKER rm -f locks >/dev/null 2>&1 || true
 }
 

@@ -40,6 +40,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from faultproxy import FaultProxy
 from harness import FAR_PTTL, SO, free_port
 

@@ -8,7 +8,7 @@ whether they were served in FIFO order, the application's own PING latency
 while they queue and are served, client memory per waiter, and the time to
 serve them all.
 
-    python scripts/clientwaits.py [n]
+    python scripts/bench/clientwaits.py [n]
 """
 
 import asyncio
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 
@@ -94,7 +94,7 @@ def typescript(port, n):
     dist = ROOT / "clients" / "typescript" / "dist" / "src" / "index.js"
     if not dist.exists():
         subprocess.run(["npx", "tsc", "-p", "tsconfig.json"], cwd=ROOT / "clients" / "typescript", check=True)
-    out = subprocess.run(["node", "--expose-gc", str(ROOT / "scripts" / "clientwaits.mjs"), str(port), str(n)],
+    out = subprocess.run(["node", "--expose-gc", str(ROOT / "scripts" / "bench" / "clientwaits.mjs"), str(port), str(n)],
                          cwd=ROOT / "clients" / "typescript", capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -1,6 +1,6 @@
 """The shell recipes of a doc section, as `make test-container` runs them.
 
-    python scripts/doc-shell.py FILE.md "HEADING" PORT
+    python scripts/docs/doc-shell.py FILE.md "HEADING" PORT
 
 Prints, one per line, the commands of every ```sh block under the heading
 (up to the next heading of its level or above), continuation lines joined,
@@ -10,7 +10,7 @@ Docker daemon has no bridge, so `-p HOST:6379:6379` becomes `--network
 host` plus `--port PORT --bind 127.0.0.1` after the image's arguments,
 and `redis-cli` talks to PORT. A bare `redis-cli` (an interactive session)
 becomes `run-session`: the section's ```redis session, which the caller
-runs with scripts/examples.py.
+runs with scripts/docs/examples.py.
 """
 
 import re

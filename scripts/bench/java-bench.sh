@@ -2,7 +2,7 @@
 # The Java client against Redisson (clients/java/src/bench): one server with
 # the module on a free loopback port, both libraries in one JVM.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 SO="${PADLOCK_SO:-$PWD/target/release/libpadlock.so}"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 dir=$(mktemp -d)

@@ -1,7 +1,7 @@
-// The TypeScript half of scripts/clientwaits.py: N waiters on one key in
+// The TypeScript half of scripts/bench/clientwaits.py: N waiters on one key in
 // one process through the client on ioredis; prints one JSON line.
 //
-//   node scripts/clientwaits.mjs <port> <n>   (run in clients/typescript)
+//   node scripts/bench/clientwaits.mjs <port> <n>   (run in clients/typescript)
 
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";

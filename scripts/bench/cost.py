@@ -10,8 +10,8 @@ binary, in the same run, alone or with AOF on and a replica attached.
   command on its own key in sequence, so a release frees a lock that is
   really held (redis-benchmark's random keys collide).
 
-    python scripts/cost.py [server-binary] [--top N]   # one table, and where the instructions go
-    PADLOCK_COST_BLOCKED=1000 python scripts/cost.py  # and a blocked acquire that queues
+    python scripts/bench/cost.py [server-binary] [--top N]   # one table, and where the instructions go
+    PADLOCK_COST_BLOCKED=1000 python scripts/bench/cost.py  # and a blocked acquire that queues
 """
 
 import glob
@@ -26,6 +26,8 @@ import time
 
 import redis
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from harness import ROOT, SO, free_port
 
 LOAD = ROOT / "target/release/examples/load"

@@ -6,7 +6,7 @@
 # the multi-second measurements ("heavy") run on Redis 7.0 only. Prints
 # each suite's output and its wall-clock time, and fails if any failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
 SO=$PWD/target/release/libpadlock.so
 logs=$(mktemp -d /tmp/padlock-matrix.XXXXXX)

@@ -8,13 +8,15 @@
   AOF on: server CPU (share of a core above the same server idle), lease
   writes/s and AOF bytes/s.
 
-    python scripts/scale.py [waitfor|keep]
+    python scripts/bench/scale.py [waitfor|keep]
 """
 
 import socket
 import sys
 import time
 
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness, faultproxy
 from harness import Server, resp
 
 
