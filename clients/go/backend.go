@@ -1,0 +1,116 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// wire is one connection of padlock's own. do answers a nil reply as
+// (nil, nil) and an error reply as *ReplyError; any other error is the
+// connection's. close ends it, and so every KEEP binding made on it; it
+// may be called while do waits, which then returns an error.
+type wire interface {
+	do(ctx context.Context, args []any) (any, error)
+	close()
+}
+
+// backend makes padlock's connections through a driver's own API.
+type backend interface {
+	// node names the server that serves key ("" when there is one).
+	node(ctx context.Context, key string) (string, error)
+	// open makes a new connection to node, never one of the
+	// application's pool.
+	open(ctx context.Context, node string) (wire, error)
+	// cluster: a mailbox must share each request's slot there, so waits
+	// take a connection of their own.
+	cluster() bool
+}
+
+// ---- go-redis -------------------------------------------------------------
+
+type goRedis struct {
+	single *redis.Client
+	cc     *redis.ClusterClient
+	mu     sync.Mutex
+	nodes  map[string]*redis.Options
+}
+
+func newGoRedis(rdb redis.UniversalClient) (*goRedis, error) {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return &goRedis{single: c}, nil
+	case *redis.ClusterClient:
+		return &goRedis{cc: c, nodes: map[string]*redis.Options{}}, nil
+	}
+	return nil, errors.New("padlock: a *redis.Client (plain or failover) or a *redis.ClusterClient is needed")
+}
+
+func (g *goRedis) cluster() bool { return g.cc != nil }
+
+func (g *goRedis) node(ctx context.Context, key string) (string, error) {
+	if g.cc == nil {
+		return "", nil
+	}
+	c, err := g.cc.MasterForKey(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	opt := c.Options()
+	g.mu.Lock()
+	g.nodes[opt.Addr] = opt
+	g.mu.Unlock()
+	return opt.Addr, nil
+}
+
+func (g *goRedis) open(_ context.Context, node string) (wire, error) {
+	var base *redis.Options
+	if g.cc == nil {
+		base = g.single.Options()
+	} else {
+		g.mu.Lock()
+		base = g.nodes[node]
+		g.mu.Unlock()
+		if base == nil {
+			return nil, errors.New("padlock: unknown cluster node " + node)
+		}
+	}
+	opt := *base
+	// One connection, no pipeline pool, no retries of the driver's own
+	// (padlock resends with request-ids), and no read timeout but the
+	// context's: a wait's reply may come long after a driver's default 3 s.
+	opt.PoolSize = 1
+	opt.MaxActiveConns = 1
+	opt.MinIdleConns = 0
+	opt.MaxIdleConns = 1
+	opt.PipelinePoolSize = -1
+	opt.MaxRetries = -1
+	opt.ReadTimeout = -1
+	opt.WriteTimeout = -1
+	opt.PoolTimeout = 30 * time.Second
+	opt.ContextTimeoutEnabled = true
+	opt.ConnMaxIdleTime = -1
+	opt.ConnMaxLifetime = 0
+	opt.Protocol = 2
+	opt.DisableIdentity = true
+	return &goRedisWire{c: redis.NewClient(&opt)}, nil
+}
+
+type goRedisWire struct{ c *redis.Client }
+
+func (w *goRedisWire) do(ctx context.Context, args []any) (any, error) {
+	v, err := w.c.Do(ctx, args...).Result()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	var r redis.Error
+	if err != nil && errors.As(err, &r) {
+		return nil, &ReplyError{Msg: r.Error()}
+	}
+	return v, err
+}
+
+func (w *goRedisWire) close() { _ = w.c.Close() }

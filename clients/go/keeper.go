@@ -1,0 +1,129 @@
+package padlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var epochStart = time.Now()
+
+// mono is monotonic time since the package loaded.
+func mono() time.Duration { return time.Since(epochStart) }
+
+const never = time.Duration(-1 << 62)
+
+// callTimeout is the longest one command may take on a keeper.
+const callTimeout = 5 * time.Second
+
+// keeper is the connection every hold and wait of a Client on one node
+// shares: it carries their acquires, renewals, reads and releases, and
+// their KEEP bindings. Commands run one at a time.
+type keeper struct {
+	b    backend
+	node string
+	mu   sync.Mutex // one command at a time; guards w and id
+	w    wire
+	id   string
+	// epoch is bumped whenever the connection goes: bindings made on an
+	// earlier one are gone.
+	epoch atomic.Uint64
+	// aliveAt is the send time (mono) of the latest CLIENT ID answered on
+	// this epoch's connection, unchanged: every binding on it lived then.
+	aliveAt atomic.Int64
+}
+
+func newKeeper(b backend, node string) *keeper {
+	k := &keeper{b: b, node: node}
+	k.aliveAt.Store(int64(never))
+	return k
+}
+
+// call sends args after the commands before it, within limit; the epoch
+// it went out on comes with the reply. A connection that failed or went
+// silent is replaced (its holds bind again on their next round). No
+// caller's context reaches it: a command cut halfway would end every
+// binding on the connection.
+func (k *keeper) call(args []any, limit time.Duration) (any, uint64, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := k.openLocked(cctx); err != nil {
+		if cctx.Err() != nil {
+			err = fmt.Errorf("%w (not connected within %v)", errTimeout, limit)
+		}
+		return nil, k.epoch.Load(), err
+	}
+	epoch := k.epoch.Load()
+	reply, err := k.w.do(cctx, args)
+	if err != nil && !isReply(err) {
+		k.resetLocked()
+		if cctx.Err() != nil {
+			err = fmt.Errorf("%w (%v on %v)", errTimeout, limit, args[0])
+		}
+	}
+	return reply, epoch, err
+}
+
+func (k *keeper) openLocked(ctx context.Context) error {
+	if k.w != nil {
+		return nil
+	}
+	w, err := k.b.open(ctx, k.node)
+	if err != nil {
+		return err
+	}
+	// A driver may reconnect on its own: the connection's id tells.
+	id, err := w.do(ctx, []any{"CLIENT", "ID"})
+	if err != nil {
+		w.close()
+		return err
+	}
+	k.w, k.id = w, fmt.Sprint(id)
+	return nil
+}
+
+// ping is the liveness check of every binding on the connection: an
+// unchanged CLIENT ID answered within limit moves aliveAt.
+func (k *keeper) ping(limit time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.w == nil {
+		return // none open, and none opened for it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	sent := mono()
+	id, err := k.w.do(ctx, []any{"CLIENT", "ID"})
+	switch {
+	case err != nil:
+		k.resetLocked()
+	case fmt.Sprint(id) != k.id:
+		k.epoch.Add(1)
+		k.aliveAt.Store(int64(never))
+		k.id = fmt.Sprint(id)
+	default:
+		if int64(sent) > k.aliveAt.Load() {
+			k.aliveAt.Store(int64(sent))
+		}
+	}
+}
+
+// reset closes the connection: every binding on it ends.
+func (k *keeper) reset() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.resetLocked()
+}
+
+func (k *keeper) resetLocked() {
+	k.epoch.Add(1)
+	k.aliveAt.Store(int64(never))
+	if k.w != nil {
+		k.w.close()
+		k.w = nil
+	}
+}

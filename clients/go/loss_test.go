@@ -1,0 +1,135 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func within(t *testing.T, d time.Duration, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("not within %v: %s", d, what)
+	}
+}
+
+func TestALostHoldCancelsItsContext(t *testing.T) {
+	onEachDriver(t, func(t *testing.T, s *server, p *Client) {
+		r, ctx := s.raw(t), context.Background()
+		for _, how := range []string{"DEL", "SET"} {
+			l := p.Lock("lost:"+how, TTL(3*time.Second))
+			held, err := l.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "DEL" {
+				r.Del(ctx, "lost:"+how)
+			} else {
+				r.Set(ctx, "lost:"+how, "someone else's", 0)
+			}
+			// The server mails the loss: well within one interval (1 s).
+			within(t, time.Second, how+": the held context is cancelled", held.Done())
+			if !errors.Is(context.Cause(held), ErrLost) {
+				t.Fatalf("%s: cause %v, want ErrLost", how, context.Cause(held))
+			}
+			if l.Held(held) {
+				t.Fatalf("%s: Held after the loss", how)
+			}
+			err = l.Release(held)
+			if !errors.Is(err, ErrLost) || !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("%s: releasing a lost hold: %v", how, err)
+			}
+		}
+	})
+}
+
+// Its connection killed, a hold binds again on the next one: kept past
+// its ttl, never lost.
+func TestAKilledConnectionBindsAgain(t *testing.T) {
+	onEachDriver(t, func(t *testing.T, s *server, p *Client) {
+		r, ctx := s.raw(t), context.Background()
+		l := p.Lock("kept", TTL(time.Second))
+		held, err := l.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder, _ := HolderFrom(held)
+		if err := r.Do(ctx, "CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal").Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		if held.Err() != nil || !l.Held(held) {
+			t.Fatalf("lost after a reconnect: %v", context.Cause(held))
+		}
+		if got := fmt.Sprint(info(t, r, "LOCK.INFO", "kept")["holder"]); got != holder {
+			t.Fatalf("the key's holder is %q, want %q", got, holder)
+		}
+		if got := info(t, r, "LOCK.INFO", "kept")["keep"]; got != int64(1) {
+			t.Fatalf("keep %v: the lease is not bound again", got)
+		}
+		_ = l.Release(held)
+	})
+}
+
+// A server that stops answering: the hold says it is not held once its
+// lease may have run out, and its context is cancelled.
+func TestAnUnreachableServerEndsTheHoldWithinItsLease(t *testing.T) {
+	s := startServer(t)
+	proxy := startProxy(t, s.port)
+	p := clientOn(t, fmt.Sprintf("127.0.0.1:%d", proxy.port))
+	l := p.Lock("cut", TTL(time.Second))
+	held, err := l.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.blackhole()
+	cut := time.Now()
+	eventually(t, 2*time.Second, "Held turns false", func() bool { return !l.Held(held) })
+	if d := time.Since(cut); d > 1200*time.Millisecond {
+		t.Fatalf("held %v after the cut, with a 1 s lease", d)
+	}
+	within(t, 3*time.Second, "the held context is cancelled", held.Done())
+	if !errors.Is(context.Cause(held), ErrLost) {
+		t.Fatalf("cause %v", context.Cause(held))
+	}
+}
+
+// A reply lost after the server applied the command: the resend, with the
+// same request-id, neither doubles a reentry nor frees a nested hold.
+func TestALostReplyNeitherDoublesNorFrees(t *testing.T) {
+	s := startServer(t)
+	proxy := startProxy(t, s.port)
+	p := clientOn(t, fmt.Sprintf("127.0.0.1:%d", proxy.port))
+	r, ctx := s.raw(t), context.Background()
+	l := p.Lock("resent", TTL(5*time.Second))
+	outer, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.drop("LOCK.ACQUIRE")
+	inner, ok, err := l.TryAcquire(outer)
+	if !ok || err != nil {
+		t.Fatalf("the reentry through a lost reply: %v %v", ok, err)
+	}
+	if got := info(t, r, "LOCK.INFO", "resent")["count"]; got != int64(2) {
+		t.Fatalf("count %v after one reentry whose reply was lost, want 2", got)
+	}
+	proxy.drop("LOCK.RELEASE")
+	if err := l.Release(inner); err != nil {
+		t.Fatal(err)
+	}
+	if got := info(t, r, "LOCK.INFO", "resent")["count"]; got != int64(1) {
+		t.Fatalf("count %v after the inner release was resent, want 1", got)
+	}
+	if !l.Held(outer) {
+		t.Fatal("the outer hold is gone")
+	}
+	if n := proxy.dropped(); n != 2 {
+		t.Fatalf("the proxy lost %d replies, want 2", n)
+	}
+	_ = l.Release(outer)
+}

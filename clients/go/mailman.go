@@ -1,0 +1,195 @@
+package padlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxPoll is how long one BLPOP waits at most.
+const maxPoll = time.Second
+
+// slot is one wait registered for its mailed outcome.
+type slot struct {
+	outcome chan string   // the mailed reply, once
+	poke    chan struct{} // the mailbox connection failed: look again
+}
+
+// mailman reads one node's mailbox for every wait and kept hold of a
+// Client: one goroutine BLPOPs it and hands each element to the wait (its
+// outcome) or the hold (-LOST) whose request-id starts it; between two it
+// checks the keeper, once per poll. That check is all the watching the
+// holds bound to the keeper cost (see fresh).
+type mailman struct {
+	b       backend
+	k       *keeper
+	box     string
+	mu      sync.Mutex
+	slots   map[string]*slot
+	watched map[string]*hold
+	running bool
+	poll    time.Duration
+	// epoch is bumped when the mailbox connection failed (the waits are
+	// sent again).
+	epoch atomic.Uint64
+	// clearAt is the send time (mono) of the latest read that found the
+	// mailbox empty: every loss posted before it was handed to its hold.
+	clearAt atomic.Int64
+}
+
+func newMailman(b backend, k *keeper) *mailman {
+	m := &mailman{b: b, k: k, box: "padlock:mailbox:" + requestID() + requestID()[:8],
+		slots: map[string]*slot{}, watched: map[string]*hold{}, poll: maxPoll}
+	m.clearAt.Store(int64(never))
+	return m
+}
+
+// fresh is since when the holds bound to the keeper with this mailbox are
+// known to live: their binding was there when the keeper last answered,
+// and no loss was posted before the mailbox was last read empty.
+func (m *mailman) fresh() time.Duration {
+	return time.Duration(min(m.k.aliveAt.Load(), m.clearAt.Load()))
+}
+
+func (m *mailman) register(rid string) *slot {
+	s := &slot{outcome: make(chan string, 1), poke: make(chan struct{}, 1)}
+	m.mu.Lock()
+	m.slots[rid] = s
+	m.startLocked()
+	m.mu.Unlock()
+	return s
+}
+
+func (m *mailman) forget(rid string) {
+	m.mu.Lock()
+	delete(m.slots, rid)
+	m.mu.Unlock()
+}
+
+// watch hands a -LOST for rid to h; the mailbox is then read at least
+// twice per interval.
+func (m *mailman) watch(rid string, h *hold, interval time.Duration) {
+	m.mu.Lock()
+	m.watched[rid] = h
+	m.poll = min(m.poll, max(interval/2, 20*time.Millisecond))
+	m.startLocked()
+	m.mu.Unlock()
+}
+
+func (m *mailman) unwatch(rids []string) {
+	m.mu.Lock()
+	for _, rid := range rids {
+		delete(m.watched, rid)
+	}
+	m.mu.Unlock()
+}
+
+func (m *mailman) startLocked() {
+	if !m.running {
+		m.running = true
+		go m.run()
+	}
+}
+
+func (m *mailman) deliver(element string) {
+	rid, outcome, _ := strings.Cut(element, " ")
+	m.mu.Lock()
+	s := m.slots[rid]
+	h := m.watched[rid]
+	m.mu.Unlock()
+	switch {
+	case s != nil:
+		select {
+		case s.outcome <- outcome:
+		default:
+		}
+	case h != nil && strings.HasPrefix(outcome, "-LOST"):
+		h.heardLost(outcome[1:])
+	}
+}
+
+func (m *mailman) run() {
+	var w wire
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
+	for {
+		m.mu.Lock()
+		if len(m.slots) == 0 && len(m.watched) == 0 {
+			m.running = false
+			m.mu.Unlock()
+			return
+		}
+		poll := m.poll
+		m.mu.Unlock()
+		if err := m.read(&w, poll); err != nil {
+			if w != nil {
+				w.close()
+				w = nil
+			}
+			m.epoch.Add(1)
+			m.mu.Lock()
+			for _, s := range m.slots {
+				select {
+				case s.poke <- struct{}{}:
+				default:
+				}
+			}
+			m.mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// read waits up to poll for the mailbox, then empties it a hundred at a
+// time, and checks the keeper when it was not heard from for a poll.
+func (m *mailman) read(w *wire, poll time.Duration) error {
+	if *w == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		nw, err := m.b.open(ctx, m.k.node)
+		cancel()
+		if err != nil {
+			return err
+		}
+		*w = nw
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), poll+callTimeout)
+	defer cancel()
+	sent := mono()
+	got, err := (*w).do(ctx, []any{"BLPOP", m.box, strconv.FormatFloat(poll.Seconds(), 'f', 3, 64)})
+	if err != nil {
+		return err
+	}
+	var elements []any
+	if pair, ok := got.([]any); ok && len(pair) == 2 {
+		elements = pair[1:]
+	} else {
+		// Timed out: empty until the server's timeout, which cannot come
+		// before poll after the send.
+		sent = min(sent+poll, mono())
+	}
+	for len(elements) > 0 {
+		for _, e := range elements {
+			m.deliver(fmt.Sprint(e))
+		}
+		sent = mono()
+		more, err := (*w).do(ctx, []any{"LPOP", m.box, "100"})
+		if err != nil {
+			return err
+		}
+		elements, _ = more.([]any)
+	}
+	if int64(sent) > m.clearAt.Load() {
+		m.clearAt.Store(int64(sent))
+	}
+	if time.Duration(m.k.aliveAt.Load()) < mono()-poll {
+		m.k.ping(callTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// NewValkey is a Client on valkey-go (or rueidis, its upstream, through
+// its valkey-compatible client): standalone, Sentinel or cluster. Its
+// connections are the driver's dedicated ones (Dedicate), never its
+// shared pipelined connection, so no wait ever holds that up.
+func NewValkey(client valkey.Client) (*Client, error) {
+	if client == nil {
+		return nil, errors.New("padlock: a valkey.Client is needed")
+	}
+	return newClient(&valkeyBackend{c: client}), nil
+}
+
+type valkeyBackend struct {
+	c     valkey.Client
+	mu    sync.Mutex
+	slots []slotRange // a cluster's, by CLUSTER SLOTS; refreshed when a key finds none
+}
+
+type slotRange struct {
+	from, to int64
+	addr     string
+}
+
+func (v *valkeyBackend) cluster() bool { return v.c.Mode() == valkey.ClientModeCluster }
+
+func (v *valkeyBackend) node(ctx context.Context, key string) (string, error) {
+	if !v.cluster() {
+		return "", nil
+	}
+	slot := int64(keySlot(key))
+	for attempt := 0; attempt < 2; attempt++ {
+		v.mu.Lock()
+		for _, r := range v.slots {
+			if slot >= r.from && slot <= r.to {
+				v.mu.Unlock()
+				return r.addr, nil
+			}
+		}
+		v.mu.Unlock()
+		if err := v.loadSlots(ctx); err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("padlock: no node serves slot %d", slot)
+}
+
+func (v *valkeyBackend) loadSlots(ctx context.Context) error {
+	got, err := v.c.Do(ctx, v.c.B().ClusterSlots().Build()).ToAny()
+	if err != nil {
+		return err
+	}
+	list, _ := got.([]any)
+	var out []slotRange
+	for _, e := range list {
+		r, _ := e.([]any)
+		if len(r) < 3 {
+			continue
+		}
+		from, _ := asInt(r[0])
+		to, _ := asInt(r[1])
+		master, _ := r[2].([]any)
+		if len(master) < 2 {
+			continue
+		}
+		port, _ := asInt(master[1])
+		out = append(out, slotRange{from, to, fmt.Sprintf("%v:%d", master[0], port)})
+	}
+	v.mu.Lock()
+	v.slots = out
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *valkeyBackend) open(_ context.Context, node string) (wire, error) {
+	c := v.c
+	if node != "" {
+		c = v.c.Nodes()[node]
+		if c == nil {
+			return nil, errors.New("padlock: unknown cluster node " + node)
+		}
+	}
+	d, _ := c.Dedicate()
+	return &valkeyWire{d: d}, nil
+}
+
+type valkeyWire struct {
+	d    valkey.DedicatedClient
+	once sync.Once
+}
+
+func (w *valkeyWire) do(ctx context.Context, args []any) (any, error) {
+	words := make([]string, len(args))
+	for i, a := range args {
+		words[i] = fmt.Sprint(a)
+	}
+	cmd := w.d.B().Arbitrary(words[0]).Args(words[1:]...)
+	var res valkey.ValkeyResult
+	if isBlocking(words) {
+		res = w.d.Do(ctx, cmd.Blocking())
+	} else {
+		res = w.d.Do(ctx, cmd.Build())
+	}
+	v, err := res.ToAny()
+	if valkey.IsValkeyNil(err) {
+		return nil, nil
+	}
+	if e, ok := valkey.IsValkeyErr(err); ok {
+		return nil, &ReplyError{Msg: e.Error()}
+	}
+	return v, err
+}
+
+// isBlocking: a command the server may hold (a BLOCK wait without a
+// mailbox, BLPOP), which valkey-go must not time out as a quick one.
+func isBlocking(words []string) bool {
+	if words[0] == "BLPOP" {
+		return true
+	}
+	for i, w := range words {
+		if w == "BLOCK" && i+1 < len(words) && !contains(words, "MAILBOX") {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(words []string, w string) bool {
+	for _, x := range words {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// The dedicated connection goes back to the driver closed: every binding
+// on it ends.
+func (w *valkeyWire) close() {
+	w.once.Do(w.d.Close)
+}
+
+// keySlot is the cluster slot of key: CRC16 (XMODEM) of its hash tag, or
+// of the whole key, mod 16384.
+func keySlot(key string) uint16 {
+	if i := indexByte(key, '{'); i >= 0 {
+		if j := indexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
