@@ -43,6 +43,9 @@ test: build
 	@echo "==> Java client (clients/java): javac -Xlint:all -Werror and its JUnit tests (Jedis, Lettuce, Spring, cluster, Kotlin)"
 	@scripts/deps.sh --java
 	cd clients/java && PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) mvn -q -B -ntp verify
+	@echo "==> Go client (clients/go): go vet and go test -race (go-redis, valkey-go, cluster)"
+	@scripts/deps.sh --go
+	cd clients/go && go vet ./... && PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) go test -race -count=1 ./...
 
 # More servers than `make test`: Valkey 8.0.1 (bookworm-backports) and
 # 8.1.1 (trixie), unpacked beside the system; Valkey 8.1.8 (the
@@ -83,6 +86,8 @@ lint: deps
 	cd clients/typescript && npx tsc -p tsconfig.json --noEmit
 	@scripts/deps.sh --java
 	cd clients/java && mvn -q -B -ntp compile
+	@scripts/deps.sh --go
+	cd clients/go && test -z "$$(gofmt -l .)" && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 

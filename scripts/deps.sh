@@ -49,6 +49,20 @@ if [ "${1:-}" = "--java" ]; then
   fi
 fi
 
+if [ "${1:-}" = "--go" ]; then
+  # Go 1.26+ for the Go client (on every machine of this kind; Debian's
+  # golang is older); the go command fetches its modules from the Go
+  # module proxy into its own cache, as go.sum pins them.
+  if ! command -v go >/dev/null 2>&1; then
+    for d in /usr/local/go/bin "$HOME/go/bin"; do [ -x "$d/go" ] && export PATH="$d:$PATH"; done
+  fi
+  if ! command -v go >/dev/null 2>&1; then
+    echo "go is missing: install Go 1.26 or newer (https://go.dev/dl) first" >&2
+    exit 1
+  fi
+  (cd clients/go && go mod download)
+fi
+
 if [ "${1:-}" = "--observe" ]; then
   # The observability tests: Debian's prometheus-redis-exporter (scraped on
   # loopback), Graphviz's dot (`python -m padlock graph`) and tmux (`top`

@@ -34,6 +34,7 @@ var errTimeout = errors.New("padlock: no reply in time")
 // word is its code: "WRONGTYPE", "TRYAGAIN", "NOTHELD", ...).
 type ReplyError struct{ Msg string }
 
+// Error is the server's line.
 func (e *ReplyError) Error() string { return e.Msg }
 
 // Code is the error's first word.
@@ -50,6 +51,7 @@ type DeadlockError struct {
 	Cycle []string
 }
 
+// Error is the server's line, with the cycle.
 func (e *DeadlockError) Error() string { return e.Msg }
 
 // translate turns a server's error reply into the error the API promises.

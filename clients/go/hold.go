@@ -188,8 +188,8 @@ func (h *hold) call(ctx context.Context, args []any, limit time.Duration, wait b
 		h.watchLoss(rid)
 	}
 	if wait && h.m != nil {
-		reply, epoch, atOnce, err := mailWait(ctx, h.m, args, h.s.release(h.holder))
-		return reply, binding{ok: err == nil && atOnce && keep && reply != nil, epoch: epoch, mailbox: true}, err
+		reply, epoch, onKeeper, err := mailWait(ctx, h.m, args, h.s.release(h.holder))
+		return reply, binding{ok: err == nil && onKeeper && keep && reply != nil, epoch: epoch, mailbox: true}, err
 	}
 	if !wait {
 		reply, epoch, err := h.k.call(args, limit)

@@ -61,9 +61,10 @@ func parseOutcome(outcome string) (any, error) {
 // answers its grant at once or WAITING; then its outcome is mailed. Either
 // connection replaced meanwhile is errReplaced. A caller that stops
 // waiting (ctx) takes the wait back (LOCK.CANCEL), and a grant that raced
-// it is given back. atOnce: granted on the keeper, bound there with the
-// mailbox when it asked KEEP.
-func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (reply any, epoch uint64, atOnce bool, err error) {
+// it is given back. onKeeper: granted (at once, or mailed) while the
+// keeper it was queued on still lives, so a KEEP grant is bound there,
+// with the mailbox: no renewal needs to bind it again.
+func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (reply any, epoch uint64, onKeeper bool, err error) {
 	k := m.k
 	rid := argAfter(given, "ID")
 	at := index(given, "BLOCK")
@@ -88,7 +89,7 @@ func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (rep
 		select {
 		case outcome := <-s.outcome:
 			reply, err = parseOutcome(outcome)
-			return reply, epoch, false, err
+			return reply, epoch, k.epoch.Load() == epoch, err
 		case <-ctx.Done():
 			takeBack(k, args, rid, giveBack)
 			return nil, epoch, false, ctx.Err()

@@ -435,6 +435,18 @@ def java_vs_redisson():
     return "\n".join(ln + "**" if ln.startswith("**Java") else ln for ln in body.splitlines())
 
 
+def go_vs_redsync():
+    """clients/go's benchmark (scripts/bench/go-bench.sh): padlock's Go client on
+    both drivers, redsync v4 and bsm/redislock in one process on one
+    server; its Markdown tables as printed."""
+    out = subprocess.run([str(ROOT / "scripts/bench/go-bench.sh")], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
+    body = "\n".join(lines).strip()
+    return "\n".join(f"**Go client vs redsync and bsm/redislock — {ln[4:]}** (Redis 7.0, one process; "
+                     "`scripts/bench/go-bench.sh`)" if ln.startswith("### ") else ln for ln in body.splitlines())
+
+
 def main():
     if sys.argv[1:] == ["--chart"]:
         # Draws the chart again from the last run's figures.
@@ -481,6 +493,8 @@ def main():
 
     print("==> the Java client against Redisson", flush=True)
     java = java_vs_redisson()
+    print("==> the Go client against redsync and bsm/redislock", flush=True)
+    java += "\n\n" + go_vs_redsync()
 
     table = tables(pc, cont) + "\n\n" + hot + "\n\n" + waiters + "\n\n" + java
     more = [

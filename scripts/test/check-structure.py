@@ -27,6 +27,7 @@ CLIENT_SOURCES = [
     ("clients/typescript/src", "*.ts"),
     ("clients/java/src/main", "*.java"),
     ("clients/java/src/main", "*.kt"),
+    ("clients/go", "*.go"),
 ]
 #: Written from another file at install time, not kept in git.
 GENERATED = {"clients/python/src/padlock/sync.py", "clients/python/src/padlock/_sync_hold.py",

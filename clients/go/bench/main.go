@@ -1,0 +1,197 @@
+// The Go client against redsync v4 and bsm/redislock, side by side on one
+// server (make bench, scripts/bench/go-bench.sh): 8 goroutines on one lock
+// with 1 ms of work, and the uncontended acquire+release round trip. It
+// prints Markdown tables.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/valkey-io/valkey-go"
+
+	padlock "github.com/padlock-redis/padlock/clients/go"
+)
+
+// locker is one library's lock, as the benchmark drives it.
+type locker interface {
+	lock(ctx context.Context) (unlock func(), err error)
+}
+
+type padlockLocker struct{ l *padlock.Lock }
+
+func (p padlockLocker) lock(ctx context.Context) (func(), error) {
+	held, err := p.l.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = p.l.Release(held) }, nil
+}
+
+type redsyncLocker struct{ rs *redsync.Redsync }
+
+func (r redsyncLocker) lock(ctx context.Context) (func(), error) {
+	// Its defaults: 32 tries, 50-250 ms apart.
+	m := r.rs.NewMutex("bench:redsync", redsync.WithExpiry(8*time.Second))
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return func() { _, _ = m.Unlock() }, nil
+}
+
+type redislockLocker struct{ c *redislock.Client }
+
+func (r redislockLocker) lock(ctx context.Context) (func(), error) {
+	// Retried every 10 ms until ctx ends, as its README's blocking example.
+	l, err := r.c.Obtain(ctx, "bench:redislock", 8*time.Second,
+		&redislock.Options{RetryStrategy: redislock.LinearBackoff(10 * time.Millisecond)})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Release(context.Background()) }, nil
+}
+
+type result struct {
+	name          string
+	sections      float64
+	fairness      float64
+	p50, p99      time.Duration
+	failed        int
+	roundTrip     time.Duration
+	roundTripFail int
+}
+
+func contended(name string, l locker, workers int, d time.Duration) result {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	counts := make([]int, workers)
+	var mu sync.Mutex
+	var waits []time.Duration
+	failed := 0
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				start := time.Now()
+				unlock, err := l.lock(ctx)
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, padlock.ErrNotAcquired) {
+						mu.Lock()
+						if failed == 0 && os.Getenv("PADLOCK_BENCH_DEBUG") != "" {
+							fmt.Fprintln(os.Stderr, name, "failed:", err)
+						}
+						failed++
+						mu.Unlock()
+					}
+					continue
+				}
+				waited := time.Since(start)
+				time.Sleep(time.Millisecond)
+				unlock()
+				counts[w]++
+				mu.Lock()
+				waits = append(waits, waited)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	total, least, most := 0, counts[0], counts[0]
+	for _, c := range counts {
+		total += c
+		least, most = min(least, c), max(most, c)
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	pct := func(p float64) time.Duration {
+		if len(waits) == 0 {
+			return 0
+		}
+		return waits[min(len(waits)-1, int(p*float64(len(waits))))]
+	}
+	fair := 0.0
+	if most > 0 {
+		fair = float64(least) / float64(most)
+	}
+	return result{name: name, sections: float64(total) / d.Seconds(), fairness: fair,
+		p50: pct(0.5), p99: pct(0.99), failed: failed}
+}
+
+func uncontended(l locker, n int) (time.Duration, int) {
+	failed := 0
+	start := time.Now()
+	for range n {
+		unlock, err := l.lock(context.Background())
+		if err != nil {
+			failed++
+			continue
+		}
+		unlock()
+	}
+	return time.Since(start) / time.Duration(n), failed
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6379", "server with the module")
+	seconds := flag.Int("seconds", 10, "seconds per contended run")
+	flag.Parse()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 32})
+	defer rdb.Close()
+	gr, err := padlock.New(rdb)
+	check(err)
+	vc, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
+	check(err)
+	vk, err := padlock.NewValkey(vc)
+	check(err)
+	libs := []struct {
+		name string
+		l    locker
+	}{
+		{"padlock (go-redis)", padlockLocker{gr.Lock("bench:padlock-goredis", padlock.TTL(8*time.Second))}},
+		{"padlock (valkey-go)", padlockLocker{vk.Lock("bench:padlock-valkey", padlock.TTL(8*time.Second))}},
+		{"redsync v4", redsyncLocker{redsync.New(goredis.NewPool(rdb))}},
+		{"bsm/redislock", redislockLocker{redislock.New(rdb)}},
+	}
+	var out []result
+	for _, lib := range libs {
+		fmt.Fprintf(os.Stderr, "==> %s\n", lib.name)
+		r := contended(lib.name, lib.l, 8, time.Duration(*seconds)*time.Second)
+		r.roundTrip, r.roundTripFail = uncontended(lib.l, 5000)
+		out = append(out, r)
+	}
+	fmt.Printf("### Contended: 8 goroutines, one lock, 1 ms of work, %d s each\n\n", *seconds)
+	fmt.Println("| library | sections/s | fairness (fewest/most) | wait p50 | wait p99 | failed acquires |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+	for _, r := range out {
+		fmt.Printf("| %s | %.0f | %.2f | %.2f ms | %.2f ms | %d |\n", r.name, r.sections, r.fairness,
+			ms(r.p50), ms(r.p99), r.failed)
+	}
+	fmt.Println()
+	fmt.Println("### Uncontended: acquire + release, one goroutine, 5,000 each")
+	fmt.Println()
+	fmt.Println("| library | µs per acquire + release | failed |")
+	fmt.Println("| --- | --- | --- |")
+	for _, r := range out {
+		fmt.Printf("| %s | %.0f | %d |\n", r.name, float64(r.roundTrip.Microseconds()), r.roundTripFail)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func check(err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
