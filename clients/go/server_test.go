@@ -124,11 +124,12 @@ func (s *server) client(t testing.TB, driver string) *Client {
 }
 
 func clientOn(t testing.TB, addr string) *Client {
-	p, err := New(redis.NewClient(&redis.Options{Addr: addr}))
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	p, err := New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() { _ = p.Close(); _ = rdb.Close() })
 	return p
 }
 

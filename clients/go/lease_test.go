@@ -1,0 +1,86 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestPlainAndBoundedLeases(t *testing.T) {
+	onEachDriver(t, func(t *testing.T, s *server, p *Client) {
+		r, ctx := s.raw(t), context.Background()
+		// NoRenew: a plain lease, gone one ttl after the acquire.
+		plain := p.Lock("plain", TTL(200*time.Millisecond), NoRenew())
+		held, err := plain.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info(t, r, "LOCK.INFO", "plain")["keep"]; got != int64(0) {
+			t.Fatalf("keep %v for a plain lease", got)
+		}
+		eventually(t, time.Second, "the plain lease runs out", func() bool {
+			n, _ := r.Exists(ctx, "plain").Result()
+			return n == 0
+		})
+		if plain.Held(held) {
+			t.Fatal("Held after the plain lease ran out")
+		}
+		// MaxHold: renewed, then lost once held that long.
+		bounded := p.Lock("bounded", TTL(300*time.Millisecond), MaxHold(600*time.Millisecond))
+		held, err = bounded.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(450 * time.Millisecond)
+		if !bounded.Held(held) {
+			t.Fatal("a bounded hold is renewed past its first ttl")
+		}
+		within(t, 2*time.Second, "lost past MaxHold", held.Done())
+		if !errors.Is(context.Cause(held), ErrLost) {
+			t.Fatalf("cause %v", context.Cause(held))
+		}
+		eventually(t, time.Second, "its lease ran out", func() bool {
+			n, _ := r.Exists(ctx, "bounded").Result()
+			return n == 0
+		})
+	})
+}
+
+// A ttl the server cannot keep is refused before anything is sent, for
+// waits and tries alike; without renewal it is a plain short lease.
+func TestATTLUnderTheKeepFloorIsRefusedUpFront(t *testing.T) {
+	s := startServer(t)
+	p, r, ctx := s.client(t, "go-redis"), s.raw(t), context.Background()
+	short := p.Lock("short", TTL(100*time.Millisecond))
+	if _, err := short.Acquire(ctx); !errors.Is(err, errTTL) {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if _, _, err := short.TryAcquire(ctx); !errors.Is(err, errTTL) {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if n, _ := r.Exists(ctx, "short").Result(); n != 0 {
+		t.Fatal("a refused acquire took the key")
+	}
+	held, err := p.Lock("short", TTL(100*time.Millisecond), NoRenew()).Acquire(ctx)
+	if err != nil || held == nil {
+		t.Fatalf("a plain 100 ms lease: %v", err)
+	}
+}
+
+// A thousand holds are watched by one goroutine, not one each.
+func TestNoGoroutinePerHold(t *testing.T) {
+	s := startServer(t)
+	p, ctx := s.client(t, "go-redis"), context.Background()
+	before := runtime.NumGoroutine()
+	for i := range 1000 {
+		if _, err := p.Lock("g:"+itoa(int64(i)), TTL(30*time.Second)).Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if extra := runtime.NumGoroutine() - before; extra > 20 {
+		t.Fatalf("%d goroutines for 1,000 holds", extra)
+	}
+}
