@@ -171,6 +171,30 @@ public final class Padlock implements AutoCloseable {
         return idPrefix + Long.toString(idCounter.incrementAndGet(), 36);
     }
 
+    /**
+     * One changing command with a request-id on the keeper of {@code key}'s
+     * node, sent again on a new connection until it is answered or
+     * {@code within} passes; error replies are thrown as they come. For
+     * plain leases (no {@code KEEP}): the ShedLock provider, the
+     * Redisson-shaped calls.
+     */
+    Object request(String key, Duration within, List<String> args) {
+        Keeper k = keeper(key);
+        List<String> sent = withId(args);
+        long deadline = System.nanoTime() + within.toNanos();
+        int attempt = 0;
+        while (true) {
+            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            try {
+                return k.call(Math.max(left, 50), sent).value();
+            } catch (LinkException e) {
+                if (!pause(attempt++, deadline)) {
+                    throw e;
+                }
+            }
+        }
+    }
+
     List<String> withId(List<String> args) {
         List<String> out = new ArrayList<>(args.size() + 2);
         out.addAll(args);
