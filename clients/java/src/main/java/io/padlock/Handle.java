@@ -17,19 +17,33 @@ abstract class Handle {
     /** An explicit holder, or null: the calling thread's. */
     final String fixedHolder;
     final long ttlMs;
+    /**
+     * A plain lease: acquired without {@code KEEP} and never renewed, it runs
+     * out {@link #ttlMs} after the acquire while the holder lives (Redisson's
+     * {@code leaseTime}, Spring Integration's {@code DistributedLock} ttl).
+     */
+    final boolean plain;
     volatile Runnable onLost;
 
     Handle(Padlock pad, Kind kind, String fixedHolder, long ttlMs) {
+        this(pad, kind, fixedHolder, ttlMs, false);
+    }
+
+    Handle(Padlock pad, Kind kind, String fixedHolder, long ttlMs, boolean plain) {
         if (fixedHolder != null && fixedHolder.isEmpty()) {
             throw new IllegalArgumentException("holder must not be empty");
         }
-        if (ttlMs < 300) {
+        if (!plain && ttlMs < 300) {
             throw new IllegalArgumentException("ttl below 300 ms cannot be kept with KEEP");
+        }
+        if (ttlMs < 1) {
+            throw new IllegalArgumentException("a lease must be at least 1 ms");
         }
         this.pad = pad;
         this.kind = kind;
         this.fixedHolder = fixedHolder;
         this.ttlMs = ttlMs;
+        this.plain = plain;
     }
 
     /** The holder this call acts for: the explicit one, or this client's id and the thread's. */
@@ -79,7 +93,9 @@ abstract class Handle {
     /** One try on the keeper: true when granted, null when not (yet). */
     private Boolean tryNow(String holder, long units) {
         List<String> now = new ArrayList<>(acquireArgs(holder, units));
-        now.add("KEEP");
+        if (!plain) {
+            now.add("KEEP");
+        }
         SharedHold first = locked(holder);
         try {
             long sent = System.nanoTime();
@@ -97,10 +113,14 @@ abstract class Handle {
                 throw e;
             }
             if (r != null) {
-                first.ttlMs = ttlMs;
                 took(first, r, units);
                 first.listen(onLost);
-                first.granted(sent);
+                if (plain) {
+                    first.grantedPlain(sent, ttlMs);
+                } else {
+                    first.ttlMs = ttlMs;
+                    first.granted(sent);
+                }
                 return true;
             }
             giveBackIfIdle(first);
@@ -118,7 +138,9 @@ abstract class Handle {
                 List<String> a = new ArrayList<>(acquireArgs(holder, units));
                 a.add("BLOCK");
                 a.add(Long.toString(left));
-                a.add("KEEP");
+                if (!plain) {
+                    a.add("KEEP");
+                }
                 return a;
             }, deadline, forever, interruptibly, releaseArgs(holder, units));
         } catch (ReplyException e) {
@@ -129,9 +151,16 @@ abstract class Handle {
         }
         SharedHold h = locked(holder);
         try {
-            h.ttlMs = ttlMs;
             took(h, w.reply(), units);
             h.listen(onLost);
+            if (plain) {
+                h.grantedPlain(w.sentAt(), ttlMs);
+                if (w.link() != null) {
+                    w.link().close();
+                }
+                return true;
+            }
+            h.ttlMs = ttlMs;
             try {
                 h.adopt(w);
             } catch (RuntimeException e) {
@@ -149,6 +178,10 @@ abstract class Handle {
         while (true) {
             SharedHold h = pad.hold(kind, holder, ttlMs);
             h.io.lock();
+            if (!h.ended && h.plainRanOut()) {
+                // A plain lease past its end: nothing of it is held any more.
+                h.finish(true);
+            }
             if (!h.ended) {
                 return h;
             }

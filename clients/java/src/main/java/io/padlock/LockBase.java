@@ -10,6 +10,10 @@ abstract class LockBase extends Handle implements Lock {
         super(pad, kind, fixedHolder, ttlMs);
     }
 
+    LockBase(Padlock pad, Kind kind, String fixedHolder, long ttlMs, boolean plain) {
+        super(pad, kind, fixedHolder, ttlMs, plain);
+    }
+
     /**
      * Waits as long as it takes (interrupts are kept for later, as
      * {@code ReentrantLock.lock} does). Throws {@link DeadlockException}

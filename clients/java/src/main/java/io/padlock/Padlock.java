@@ -46,6 +46,8 @@ public final class Padlock implements AutoCloseable {
     private final ConcurrentHashMap<String, Keeper> keepers = new ConcurrentHashMap<>();
     private final String idPrefix;
     private final AtomicLong idCounter = new AtomicLong();
+    /** Set by {@link #close}: nothing may open a connection again. */
+    private volatile boolean closed;
 
     private Padlock(Builder b) {
         this.driver = Objects.requireNonNull(b.driver, "driver");
@@ -129,6 +131,7 @@ public final class Padlock implements AutoCloseable {
     /** Stops the scheduler; holds still held are released first. */
     @Override
     public void close() {
+        closed = true;
         for (SharedHold h : new ArrayList<>(holds.values())) {
             h.io.lock();
             try {
@@ -155,6 +158,11 @@ public final class Padlock implements AutoCloseable {
     /** The hold if this process holds it now, else null. */
     /** The keeper of the node (or, in a cluster, the slot) that serves {@code key}. */
     Keeper keeper(String key) {
+        if (closed) {
+            // A closed Padlock takes and keeps nothing: not even through a
+            // connection a driver would still make.
+            throw new IllegalStateException("this Padlock is closed");
+        }
         return keepers.computeIfAbsent(driver.node(key), n -> new Keeper(this, key));
     }
 

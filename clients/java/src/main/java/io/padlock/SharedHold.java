@@ -48,6 +48,8 @@ final class SharedHold {
     List<Long> fences = List.of();
     /** Set under {@link #io} when the hold left the registry: take a new one. */
     boolean ended;
+    /** Its lease is plain (no {@code KEEP}, no rounds): see {@link Handle#plain}. */
+    private boolean plain;
 
     /** Until when (nanoTime) the lease surely lives: counted from send times. */
     private volatile long leaseUntil;
@@ -233,8 +235,34 @@ final class SharedHold {
         }
     }
 
+    /**
+     * A plain lease granted to a request sent at {@code sentAt}: it lives
+     * {@code leaseMs} from then, with no binding and no rounds, unless the
+     * hold is renewed already (a reentry keeps what the hold had).
+     */
+    void grantedPlain(long sentAt, long leaseMs) {
+        long until = sentAt + TimeUnit.MILLISECONDS.toNanos(leaseMs);
+        if (watch == null) {
+            plain = true;
+            leaseUntil = until;
+        }
+    }
+
+    /** A plain lease extended by a request sent at {@code sentAt}: it lives {@code leaseMs} from then. */
+    void extendedPlain(long sentAt, long leaseMs) {
+        if (plain) {
+            leaseUntil = sentAt + TimeUnit.MILLISECONDS.toNanos(leaseMs);
+        }
+    }
+
+    /** Whether this is a plain lease that may have run out (nothing of it held any more). */
+    boolean plainRanOut() {
+        return plain && depth > 0 && System.nanoTime() - leaseUntil >= 0;
+    }
+
     /** A grant answered to a request sent at {@code sentAt} (nanoTime): the lease lives from then on. */
     void granted(long sentAt) {
+        plain = false;
         leaseUntil = sentAt + TimeUnit.MILLISECONDS.toNanos(ttlMs);
         if (watch == null) {
             long every = Math.max(10, ttlMs / 3);

@@ -1,0 +1,90 @@
+package io.padlock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.FieldSource;
+
+/** The calls Redisson users make, on PadlockLock: plain leases, forceUnlock, remainTimeToLive. */
+class RedissonShapeTest extends OnServer {
+
+    Padlock pad(String driver) {
+        return clients.standalone(driver, srv.port());
+    }
+
+    /** A leaseTime lease runs out while its holder sleeps, as Redisson's does. */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aLeaseTimeRunsOutWhileTheHolderLives(String driver) throws Exception {
+        PadlockLock lock = pad(driver).getLock("lease");
+        lock.lock(500, TimeUnit.MILLISECONDS);
+        assertEquals("0", LockTest.info("lease", "keep"), "a leaseTime lease is not kept");
+        long ttl = lock.remainTimeToLive();
+        assertTrue(ttl > 0 && ttl <= 500, "remainTimeToLive " + ttl);
+        assertTrue(lock.isLocked());
+        assertEquals(1, lock.getHoldCount());
+        Thread.sleep(800);
+        assertFalse(lock.isLocked(), "the lease ran out");
+        assertEquals(-2, lock.remainTimeToLive());
+        assertThrows(IllegalMonitorStateException.class, lock::unlock);
+        // Taken again afresh by the same thread, counted from one.
+        assertTrue(lock.tryLock(1, 5, TimeUnit.SECONDS));
+        assertEquals("1", LockTest.info("lease", "count"));
+        lock.unlock();
+        assertFalse(lock.isLocked());
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void tryLockWithWaitAndLease(String driver) throws Exception {
+        Padlock p = pad(driver);
+        PadlockLock mine = p.getLock("busy");
+        mine.lock();
+        boolean other = CompletableFuture.supplyAsync(() -> {
+            try {
+                return p.getLock("busy").tryLock(200, 1000, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                return false;
+            }
+        }).get();
+        assertFalse(other, "waited 200 ms for a held lock");
+        CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
+            try {
+                PadlockLock l = p.getLock("busy");
+                boolean got = l.tryLock(5, 1, TimeUnit.SECONDS);
+                if (got) {
+                    l.unlock();
+                }
+                return got;
+            } catch (InterruptedException e) {
+                return false;
+            }
+        });
+        Thread.sleep(100);
+        mine.unlock();
+        assertTrue(waiter.get(), "granted once released");
+    }
+
+    /** forceUnlock frees a lock whoever holds it; the holder hears its loss, a waiter is served. */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void forceUnlockFreesWhoeverHolds(String driver) throws Exception {
+        Padlock holderSide = pad(driver);
+        Padlock admin = pad(driver);
+        PadlockLock held = holderSide.getLock("stuck");
+        held.lock();
+        assertTrue(admin.getLock("stuck").forceUnlock(), "a held lock was there");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+        while (!held.isLost() && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertTrue(held.isLost(), "the holder heard that its lock was taken away");
+        assertFalse(admin.getLock("stuck").forceUnlock(), "nothing left to free");
+        assertThrows(IllegalMonitorStateException.class, held::unlock);
+    }
+}
