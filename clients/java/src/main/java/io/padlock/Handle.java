@@ -2,6 +2,9 @@ package io.padlock;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -69,10 +72,13 @@ abstract class Handle {
      * granted in time.
      */
     final boolean take(long units, long waitMs, boolean interruptibly) throws InterruptedException {
+        return take(holder(), units, waitMs, interruptibly);
+    }
+
+    private boolean take(String holder, long units, long waitMs, boolean interruptibly) throws InterruptedException {
         if (interruptibly && Thread.interrupted()) {
             throw new InterruptedException();
         }
-        String holder = holder();
         long start = System.nanoTime();
         boolean forever = waitMs < 0;
         long deadline = forever ? Long.MAX_VALUE : start + TimeUnit.MILLISECONDS.toNanos(waitMs);
@@ -146,6 +152,11 @@ abstract class Handle {
         } catch (ReplyException e) {
             throw Handle.translate(e);
         }
+        return adoptWait(holder, units, w);
+    }
+
+    /** A wait's outcome counted into the holder's hold, its lease bound (or, plain, timed). */
+    private boolean adoptWait(String holder, long units, SharedHold.Waited w) {
         if (w.reply() == null) {
             return false;
         }
@@ -199,7 +210,10 @@ abstract class Handle {
 
     /** Gives back {@code units}; throws {@link IllegalMonitorStateException} when not held. */
     final void give(long units) {
-        String holder = holder();
+        give(holder(), units);
+    }
+
+    private void give(String holder, long units) {
         SharedHold h = pad.existing(kind, holder);
         if (h == null) {
             throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
@@ -236,6 +250,67 @@ abstract class Handle {
         } finally {
             h.io.unlock();
         }
+    }
+
+    /**
+     * {@link #take} without parking a thread while it waits: the wait goes
+     * through the mailbox, its future completes from the mailbox reader. The
+     * holder is the calling thread's (or the explicit one), taken now.
+     * Cancelling the future leaves the server's queue, and a grant that raced
+     * the cancel is given back. In a cluster (no mailbox), and for a try
+     * ({@code waitMs == 0}), the call runs on one of padlock's threads.
+     */
+    final CompletableFuture<Boolean> takeAsync(long units, long waitMs) {
+        String holder = holder();
+        Keeper k = pad.keeper(kind.route());
+        if (k.mailman == null || waitMs == 0) {
+            return CompletableFuture.supplyAsync(() -> {
+                try {
+                    return take(holder, units, waitMs, true);
+                } catch (InterruptedException e) {
+                    throw new CompletionException(e);
+                }
+            }, pad.helper);
+        }
+        boolean forever = waitMs < 0;
+        long deadline = forever ? Long.MAX_VALUE : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        CompletableFuture<SharedHold.Waited> wait = AsyncWait.start(pad, k, kind, left -> {
+            List<String> a = new ArrayList<>(acquireArgs(holder, units));
+            a.add("BLOCK");
+            a.add(Long.toString(left));
+            if (!plain) {
+                a.add("KEEP");
+            }
+            return a;
+        }, deadline, forever, releaseArgs(holder, units));
+        CompletableFuture<Boolean> out = new CompletableFuture<>();
+        out.whenComplete((v, e) -> {
+            if (e instanceof CancellationException) {
+                wait.cancel(true);
+            }
+        });
+        wait.whenComplete((w, e) -> pad.async.execute(() -> {
+            if (e != null) {
+                Throwable t = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+                out.completeExceptionally(t instanceof ReplyException r ? Handle.translate(r) : t);
+                return;
+            }
+            try {
+                boolean got = adoptWait(holder, units, w);
+                if (!out.complete(got) && got) {
+                    give(holder, units); // cancelled while it was counted in: given back
+                }
+            } catch (RuntimeException ex) {
+                out.completeExceptionally(ex);
+            }
+        }));
+        return out;
+    }
+
+    /** {@link #give} on one of padlock's threads; the holder is the calling thread's, taken now. */
+    final CompletableFuture<Void> giveAsync(long units) {
+        String holder = holder();
+        return CompletableFuture.runAsync(() -> give(holder, units), pad.async);
     }
 
     /** The hold of the calling thread's holder, or null. */

@@ -1,5 +1,6 @@
 package io.padlock;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
@@ -67,6 +68,32 @@ abstract class LockBase extends Handle implements Lock {
     @Override
     public Condition newCondition() {
         throw new UnsupportedOperationException("padlock locks have no conditions");
+    }
+
+    /**
+     * {@link #lock()} without a thread waiting: the future completes (true)
+     * once granted, from the mailbox reader. Cancel it to leave the queue (a
+     * grant that raced the cancel is given back). The holder is the calling
+     * thread's, taken now: release from the same thread, or use
+     * {@code withHolder}.
+     */
+    public CompletableFuture<Boolean> lockAsync() {
+        return takeAsync(1, -1);
+    }
+
+    /** {@link #tryLock()} as a future. */
+    public CompletableFuture<Boolean> tryLockAsync() {
+        return takeAsync(1, 0);
+    }
+
+    /** {@link #tryLock(long, TimeUnit)} without a thread waiting; false when not granted in time. */
+    public CompletableFuture<Boolean> tryLockAsync(long time, TimeUnit unit) {
+        return takeAsync(1, Math.max(0, unit.toMillis(time)));
+    }
+
+    /** {@link #unlock()} on one of padlock's threads, for the calling thread's holder. */
+    public CompletableFuture<Void> unlockAsync() {
+        return giveAsync(1);
     }
 
     /** Locks (waiting as {@link #lock()}) and returns the hold for try-with-resources. */

@@ -117,7 +117,7 @@ final class MailWait {
     }
 
     /** The caller stopped waiting: the request leaves its queue, and a grant it already had is given back. */
-    private static void takeBack(Padlock pad, Keeper k, List<String> args, String rid, List<String> giveBack) {
+    static void takeBack(Padlock pad, Keeper k, List<String> args, String rid, List<String> giveBack) {
         boolean multi = args.get(0).equalsIgnoreCase("LOCK.MACQUIRE");
         String key = multi ? args.get(2) : args.get(1);
         String holder = multi ? args.get(2 + Integer.parseInt(args.get(1))) : args.get(2);

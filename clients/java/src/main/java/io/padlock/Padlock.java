@@ -39,6 +39,12 @@ public final class Padlock implements AutoCloseable {
     final ScheduledThreadPoolExecutor scheduler;
     /** Runs interruptible waits for drivers without futures of their own. */
     final ExecutorService helper;
+    /**
+     * The async forms' short commands (queueing a wait, counting a grant in,
+     * a release): the keeper runs them one at a time anyway, so a thousand
+     * waits queued at once are two threads, not a thousand.
+     */
+    final ExecutorService async;
     private final String id;
     private final long ttlMs;
     private final Consumer<String> log;
@@ -58,6 +64,7 @@ public final class Padlock implements AutoCloseable {
         this.scheduler = new ScheduledThreadPoolExecutor(2, daemons("padlock-watch"));
         this.scheduler.setRemoveOnCancelPolicy(true);
         this.helper = Executors.newCachedThreadPool(daemons("padlock-wait"));
+        this.async = Executors.newFixedThreadPool(2, daemons("padlock-async"));
     }
 
     /** On Jedis: a {@code JedisPooled}, {@code RedisClient}, {@code JedisCluster} or {@code RedisClusterClient}. */
@@ -143,6 +150,7 @@ public final class Padlock implements AutoCloseable {
         keepers.values().forEach(Keeper::close);
         scheduler.shutdownNow();
         helper.shutdownNow();
+        async.shutdownNow();
         driver.close();
     }
 

@@ -1,6 +1,7 @@
 package io.padlock;
 
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -84,6 +85,16 @@ public final class PadlockSemaphore extends Handle {
 
     public void release() {
         release(1);
+    }
+
+    /** {@link #acquire(int)} without a thread waiting: completes (true) once granted. Cancel it to leave the queue. */
+    public CompletableFuture<Boolean> acquireAsync(int permits) {
+        return takeAsync(check(permits), -1);
+    }
+
+    /** {@link #release(int)} on one of padlock's threads, for the calling thread's holder. */
+    public CompletableFuture<Void> releaseAsync(int permits) {
+        return giveAsync(permits);
     }
 
     /** Gives back {@code permits}; more than the holder has: {@link IllegalMonitorStateException}. */

@@ -87,4 +87,51 @@ class RedissonShapeTest extends OnServer {
         assertFalse(admin.getLock("stuck").forceUnlock(), "nothing left to free");
         assertThrows(IllegalMonitorStateException.class, held::unlock);
     }
+
+    /** lockAsync: a thousand pending futures on Lettuce, no thread per wait, served in turn. */
+    @org.junit.jupiter.api.Test
+    void thousandsOfPendingFuturesOnFewThreads() throws Exception {
+        Padlock p = pad("lettuce");
+        PadlockLock first = p.getLock("hot").withHolder("first");
+        first.lock();
+        int before = Thread.activeCount();
+        java.util.List<java.util.concurrent.CompletableFuture<Void>> done = new java.util.ArrayList<>();
+        for (int i = 0; i < 1000; i++) {
+            PadlockLock l = p.getLock("hot").withHolder("w" + i);
+            done.add(l.lockAsync().thenCompose(got -> l.unlockAsync()));
+        }
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!"1000".equals(LockTest.info("hot", "waiters")) && System.nanoTime() < end) {
+            Thread.sleep(10);
+        }
+        assertEquals("1000", LockTest.info("hot", "waiters"));
+        int grew = Thread.activeCount() - before;
+        assertTrue(grew < 20, grew + " threads for 1,000 pending futures");
+        first.unlock();
+        java.util.concurrent.CompletableFuture.allOf(done.toArray(new java.util.concurrent.CompletableFuture<?>[0]))
+                .get(30, TimeUnit.SECONDS);
+        assertFalse(first.isLocked());
+    }
+
+    /** Cancelling a pending lockAsync leaves the queue; the lock is never left with it. */
+    @org.junit.jupiter.api.Test
+    void cancellingAPendingFutureLeavesTheQueue() throws Exception {
+        Padlock p = pad("lettuce");
+        PadlockLock first = p.getLock("q").withHolder("first");
+        first.lock();
+        var pending = p.getLock("q").withHolder("second").lockAsync();
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (!"1".equals(LockTest.info("q", "waiters")) && System.nanoTime() < end) {
+            Thread.sleep(10);
+        }
+        pending.cancel(true);
+        end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (!"0".equals(LockTest.info("q", "waiters")) && System.nanoTime() < end) {
+            Thread.sleep(10);
+        }
+        assertEquals("0", LockTest.info("q", "waiters"));
+        first.unlock();
+        Thread.sleep(100);
+        assertFalse(first.isLocked(), "the cancelled future never took it");
+    }
 }

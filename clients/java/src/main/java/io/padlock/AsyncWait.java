@@ -1,0 +1,149 @@
+package io.padlock;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongFunction;
+
+/**
+ * A mailbox wait ({@link MailWait}) that parks no thread: its future
+ * completes from the mailbox reader when the outcome is mailed. Each command
+ * (the queueing, a resend, the take-back) is one short call on the keeper,
+ * run on the Padlock's helper threads. Cancelling the future takes the wait
+ * back ({@code LOCK.CANCEL}) and gives back a grant that raced it.
+ */
+final class AsyncWait {
+    private final Padlock pad;
+    private final Keeper k;
+    private final Kind kind;
+    private final LongFunction<List<String>> make;
+    private final long deadline;
+    private final boolean forever;
+    private final List<String> giveBack;
+    private final String rid;
+    final CompletableFuture<SharedHold.Waited> result = new CompletableFuture<>();
+    private volatile List<String> sent = List.of();
+    private final java.util.concurrent.atomic.AtomicBoolean back = new java.util.concurrent.atomic.AtomicBoolean();
+    private int attempt;
+
+    private AsyncWait(Padlock pad, Keeper k, Kind kind, LongFunction<List<String>> make, long deadline,
+            boolean forever, List<String> giveBack) {
+        this.pad = pad;
+        this.k = k;
+        this.kind = kind;
+        this.make = make;
+        this.deadline = deadline;
+        this.forever = forever;
+        this.giveBack = giveBack;
+        this.rid = pad.nextId();
+    }
+
+    static CompletableFuture<SharedHold.Waited> start(Padlock pad, Keeper k, Kind kind,
+            LongFunction<List<String>> make, long deadline, boolean forever, List<String> giveBack) {
+        AsyncWait w = new AsyncWait(pad, k, kind, make, deadline, forever, giveBack);
+        w.result.whenComplete((v, e) -> {
+            if (e instanceof CancellationException) {
+                pad.async.execute(w::takeBack);
+            }
+        });
+        pad.async.execute(w::send);
+        return w.result;
+    }
+
+    /** Queues the request (again, with the same id): answered at once, or its outcome mailed. */
+    private void send() {
+        if (result.isDone()) {
+            return;
+        }
+        Mailman m = k.mailman;
+        long leftMs = forever ? 0 : Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+        List<String> args = new ArrayList<>(make.apply(leftMs));
+        int at = args.indexOf("BLOCK");
+        args.add(at + 2, "MAILBOX");
+        args.add(at + 3, m.mailbox);
+        args.add("ID");
+        args.add(rid);
+        sent = args;
+        CompletableFuture<String> slot = m.register(rid);
+        long sentAt = System.nanoTime();
+        long mailEpoch = m.epoch;
+        Keeper.Reply r;
+        try {
+            r = k.call(5000, args);
+            if (result.isCancelled()) {
+                m.forget(rid);
+                takeBack(); // cancelled while it was being queued
+                return;
+            }
+        } catch (LinkException e) {
+            m.forget(rid);
+            again(e);
+            return;
+        } catch (ReplyException e) {
+            m.forget(rid);
+            if ("TRYAGAIN".equals(e.code())) {
+                again(e);
+            } else {
+                result.completeExceptionally(e);
+            }
+            return;
+        }
+        if (!"WAITING".equals(String.valueOf(r.value()))) {
+            m.forget(rid);
+            result.complete(new SharedHold.Waited(r.value(), null, sentAt, attempt > 0,
+                    r.value() == null ? null : rid, r.epoch()));
+            return;
+        }
+        long epoch = r.epoch();
+        // A replaced connection drops the queued wait: looked for once per poll.
+        ScheduledFuture<?> check = pad.scheduler.scheduleWithFixedDelay(() -> {
+            if (k.epoch() != epoch || m.epoch != mailEpoch) {
+                slot.complete(null);
+            }
+        }, Mailman.POLL_MS, Mailman.POLL_MS, TimeUnit.MILLISECONDS);
+        if (!forever) {
+            long limit = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 5000;
+            slot.completeOnTimeout(null, Math.max(limit, 1), TimeUnit.MILLISECONDS);
+        }
+        slot.whenComplete((outcome, e) -> {
+            check.cancel(false);
+            m.forget(rid);
+            if (outcome == null) {
+                // The mailbox or the keeper connection failed, or no outcome in
+                // time: sent again (a resend answers the grant made meanwhile).
+                pad.async.execute(() -> again(new LinkException("a mailbox wait's connection was replaced", null)));
+                return;
+            }
+            try {
+                result.complete(new SharedHold.Waited(MailWait.parse(outcome), null, sentAt, attempt > 0));
+            } catch (RuntimeException ex) {
+                result.completeExceptionally(ex);
+            }
+        });
+    }
+
+    private void again(RuntimeException why) {
+        if (result.isDone()) {
+            return;
+        }
+        if (!forever && System.nanoTime() - deadline > 0) {
+            result.completeExceptionally(new LinkException("the wait on " + kind.route() + " could not be queued in time", why));
+            return;
+        }
+        long ms = Math.min(500, 20L << Math.min(attempt++, 5));
+        pad.scheduler.schedule(() -> pad.async.execute(this::send), ms, TimeUnit.MILLISECONDS);
+    }
+
+    /** The caller stopped waiting: the request leaves its queue, and a grant it already had is given back. */
+    private void takeBack() {
+        List<String> args = sent;
+        // Once: a second would give back a grant made to a later request.
+        if (args.isEmpty() || !back.compareAndSet(false, true)) {
+            return;
+        }
+        MailWait.takeBack(pad, k, args, rid, giveBack);
+    }
+}
