@@ -426,13 +426,13 @@ def saved():
 
 def java_vs_redisson():
     """clients/java's benchmark (scripts/bench/java-bench.sh): padlock's Java client
-    and Redisson in one JVM on one server; its Markdown tables as printed."""
+    against Redisson, Spring Integration's RedisLockRegistry and ShedLock's
+    Redis provider, in one JVM on one server; its Markdown tables as printed."""
     out = subprocess.run([str(ROOT / "scripts/bench/java-bench.sh")], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
-    body = "\n".join(lines).strip().replace("### ", "**Java client vs Redisson — ", 1)
-    body = body.replace("\n### ", "\n**Java client vs Redisson — ")
-    return "\n".join(ln + "**" if ln.startswith("**Java") else ln for ln in body.splitlines())
+    body = "\n".join(lines).strip()
+    return "\n".join(f"**Java client — {ln[4:]}**" if ln.startswith("### ") else ln for ln in body.splitlines())
 
 
 def go_vs_redsync():

@@ -79,12 +79,55 @@ public final class Versus {
                     throw new IllegalStateException(e);
                 }
             });
+            springAndShedLock(port, onLettuce, seconds);
         } finally {
             onJedis.close();
             onLettuce.close();
             redisson.shutdown();
             jedis.close();
             lettuce.shutdown();
+        }
+    }
+
+    /**
+     * Spring Integration's RedisLockRegistry (spin and pub/sub) against
+     * PadlockLockRegistry, contended as above; ShedLock's Redis provider
+     * (Spring Data Redis) against PadlockLockProvider: lock + unlock.
+     */
+    private static void springAndShedLock(int port, Padlock padlock, long seconds) throws Exception {
+        var factory = new org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory(
+                new org.springframework.data.redis.connection.RedisStandaloneConfiguration("127.0.0.1", port));
+        factory.afterPropertiesSet();
+        factory.start();
+        try {
+            System.out.println();
+            System.out.println("### Spring Integration LockRegistry: " + THREADS + " threads, one lock, 1 ms of work, "
+                    + seconds + " s each");
+            System.out.println();
+            System.out.println("| lock | sections/s | fairness (fewest/most per thread) | wait p50 ms | wait p99 ms |");
+            System.out.println("| --- | ---: | ---: | ---: | ---: |");
+            var padReg = new io.padlock.spring.PadlockLockRegistry(padlock, "bench-reg");
+            contended("PadlockLockRegistry", () -> padReg.obtain("c"), seconds);
+            for (var type : org.springframework.integration.redis.util.RedisLockRegistry.RedisLockType.values()) {
+                var reg = new org.springframework.integration.redis.util.RedisLockRegistry(factory, "bench-" + type);
+                reg.setRedisLockType(type);
+                contended("RedisLockRegistry (" + type + ")", () -> reg.obtain("c"), seconds);
+                reg.destroy();
+            }
+            System.out.println();
+            System.out.println("### ShedLock: lock + unlock of one @SchedulerLock name (one thread, 5,000 each)");
+            System.out.println();
+            System.out.println("| operation | p50 µs | p99 µs |");
+            System.out.println("| --- | ---: | ---: |");
+            var mine = new io.padlock.PadlockLockProvider(padlock);
+            var theirs = new net.javacrumbs.shedlock.provider.redis.spring.RedisLockProvider(factory, "bench");
+            for (var p : List.<net.javacrumbs.shedlock.core.LockProvider>of(mine, theirs)) {
+                String name = p == mine ? "PadlockLockProvider" : "RedisLockProvider (Spring Data Redis)";
+                timed(name, () -> p.lock(new net.javacrumbs.shedlock.core.LockConfiguration(java.time.Instant.now(),
+                        "job", Duration.ofMinutes(1), Duration.ZERO)).orElseThrow().unlock());
+            }
+        } finally {
+            factory.destroy();
         }
     }
 
