@@ -205,5 +205,8 @@ pub fn mrelease(
         .collect()
 }
 
+pub mod args;
+pub mod stored;
+
 #[cfg(test)]
 mod tests;

@@ -263,5 +263,8 @@ impl RwLock {
     }
 }
 
+pub mod args;
+pub mod stored;
+
 #[cfg(test)]
 mod tests;

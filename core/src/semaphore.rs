@@ -285,5 +285,8 @@ impl Semaphore {
     }
 }
 
+pub mod args;
+pub mod stored;
+
 #[cfg(test)]
 mod tests;

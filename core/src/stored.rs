@@ -7,11 +7,7 @@
 //! definition of a valid state, so what the server accepts it can save,
 //! load, `DUMP` and `RESTORE` again.
 
-use super::bounds::{MAX_COUNT, MAX_DEADLINE_MS, MAX_FENCE, MAX_HOLDER_LEN, MAX_PERMITS};
-use super::lock::Lock;
-use super::rwlock::{self, RwLock};
-use super::semaphore::Semaphore;
-use super::since::Since;
+use super::bounds::{MAX_DEADLINE_MS, MAX_FENCE, MAX_HOLDER_LEN};
 
 /// Why a stored value was refused (for the server log, or the effect
 /// command's error reply).
@@ -27,7 +23,7 @@ pub fn holder(h: &[u8], max: usize) -> Result<(), Invalid> {
     }
 }
 
-fn deadline(d: i64) -> Result<(), Invalid> {
+pub(crate) fn deadline(d: i64) -> Result<(), Invalid> {
     if (1..=MAX_DEADLINE_MS).contains(&d) {
         Ok(())
     } else {
@@ -45,7 +41,7 @@ pub fn key_deadline(d: i64) -> Result<(), Invalid> {
     }
 }
 
-fn fence(f: u64) -> Result<(), Invalid> {
+pub(crate) fn fence(f: u64) -> Result<(), Invalid> {
     if (1..=MAX_FENCE).contains(&f) {
         Ok(())
     } else {
@@ -62,147 +58,15 @@ pub fn fence_counter(v: u64) -> Result<u64, Invalid> {
     }
 }
 
-/// A lock as stored: the RDB loader and `PADLOCK.LOCKSET` both build it
-/// here.
-pub fn lock(h: &[u8], max_holder: usize, count: u64, f: u64) -> Result<Lock, Invalid> {
-    holder(h, max_holder)?;
-    let count = u32::try_from(count)
-        .ok()
-        .filter(|c| (1..=MAX_COUNT).contains(&u64::from(*c)))
-        .ok_or("reentry count out of range")?;
-    fence(f)?;
-    Ok(Lock {
-        holder: h.into(),
-        count,
-        fence: f,
-        since: Since::UNKNOWN,
-    })
-}
-
-/// A semaphore limit.
-pub fn limit(limit: u64) -> Result<(), Invalid> {
-    if (1..=MAX_PERMITS).contains(&limit) {
-        Ok(())
-    } else {
-        Err("limit out of range")
-    }
-}
-
-/// One semaphore holder; permits 0 (an effect that removes the holder)
-/// only where `leaving` allows it.
-pub fn sem_holder(
-    h: &[u8],
-    max_holder: usize,
-    permits: u64,
-    deadline_ms: i64,
-    leaving: bool,
-) -> Result<(), Invalid> {
-    holder(h, max_holder)?;
-    if permits == 0 && leaving {
-        return Ok(());
-    }
-    if !(1..=MAX_PERMITS).contains(&permits) {
-        return Err("permits out of range");
-    }
-    deadline(deadline_ms)
-}
-
-/// One read-write lock holder; no holds at all (an effect that removes the
-/// holder) only where `leaving` allows it.
-pub fn rw_entry(
-    h: &[u8],
-    max_holder: usize,
-    e: &rwlock::Entry,
-    leaving: bool,
-) -> Result<(), Invalid> {
-    holder(h, max_holder)?;
-    if e.reads == 0 && e.writes == 0 && leaving {
-        return Ok(());
-    }
-    if e.reads > MAX_COUNT || e.writes > MAX_COUNT || e.reads + e.writes == 0 {
-        return Err("hold count out of range");
-    }
-    fence(e.fence)?;
-    deadline(e.deadline_ms)
-}
-
-/// Whether `h` may hold `e` beside the holders `rw` has: a writer is alone
-/// (but for its own read holds).
-pub fn rw_fits(rw: &RwLock, h: &[u8], e: &rwlock::Entry) -> Result<(), Invalid> {
-    let holds = e.reads + e.writes > 0;
-    let others = rw.holders().any(|(x, _)| x != h);
-    if holds && (rw.writer().is_some_and(|w| w != h) || (e.writes > 0 && others)) {
-        return Err("a writer beside another holder");
-    }
-    Ok(())
-}
-
-/// Builds a semaphore holder by holder, checking each as it arrives, so a
-/// damaged holder count fails at the first bad holder instead of
-/// allocating for a count nobody wrote.
-pub struct SemaphoreLoader {
-    sem: Semaphore,
-}
-
-impl SemaphoreLoader {
-    pub fn new(l: u64, holders: u64) -> Result<Self, Invalid> {
-        limit(l)?;
-        if holders == 0 {
-            return Err("semaphore without holders");
-        }
-        Ok(SemaphoreLoader {
-            sem: Semaphore::new(l),
-        })
-    }
-
-    pub fn holder(&mut self, h: &[u8], permits: u64, deadline_ms: i64) -> Result<(), Invalid> {
-        sem_holder(h, MAX_HOLDER_LEN, permits, deadline_ms, false)?;
-        if self.sem.holder(h).is_some() {
-            return Err("holder named twice");
-        }
-        self.sem.set_holder(h, permits, deadline_ms, Since::UNKNOWN);
-        Ok(())
-    }
-
-    pub fn finish(self) -> Semaphore {
-        self.sem
-    }
-}
-
-/// Builds a read-write lock holder by holder, like `SemaphoreLoader`, and
-/// refuses a writer beside another holder.
-pub struct RwLockLoader {
-    rw: RwLock,
-}
-
-impl RwLockLoader {
-    pub fn new(holders: u64) -> Result<Self, Invalid> {
-        if holders == 0 {
-            return Err("read-write lock without holders");
-        }
-        Ok(RwLockLoader {
-            rw: RwLock::default(),
-        })
-    }
-
-    pub fn holder(&mut self, h: &[u8], e: rwlock::Entry) -> Result<(), Invalid> {
-        rw_entry(h, MAX_HOLDER_LEN, &e, false)?;
-        if self.rw.holder(h).is_some() {
-            return Err("holder named twice");
-        }
-        rw_fits(&self.rw, h, &e)?;
-        self.rw.apply(&rwlock::Effect::set(h, e));
-        Ok(())
-    }
-
-    pub fn finish(self) -> RwLock {
-        self.rw
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bounds::{MAX_COUNT, MAX_PERMITS};
+    use crate::lock::stored::lock;
+    use crate::rwlock;
+    use crate::rwlock::stored::*;
+    use crate::semaphore::stored::*;
+    use crate::since::Since;
 
     const M: usize = MAX_HOLDER_LEN;
 

@@ -39,18 +39,6 @@ impl Default for Limits {
     }
 }
 
-/// `LOCK.ACQUIRE key holder ttl-ms [BLOCK timeout-ms [MAILBOX
-/// mailbox-key]] [KEEP]`
-#[derive(Debug)]
-pub struct LockAcquire<'a, A> {
-    pub key: &'a A,
-    pub holder: &'a [u8],
-    pub ttl_ms: i64,
-    pub block_ms: Option<i64>,
-    pub keep: bool,
-    pub mailbox: Option<&'a A>,
-}
-
 /// `LOCK.REENTER` / `LOCK.EXTEND` / `RWLOCK.EXTEND key holder ttl-ms
 /// [KEEP]` and `LOCK.WAITFOR key holder ttl-ms`.
 #[derive(Debug)]
@@ -70,28 +58,16 @@ pub struct KeyHolder<'a, A> {
     pub holder: &'a [u8],
 }
 
-/// `LOCK.MACQUIRE numkeys key [key ...] holder ttl-ms [BLOCK timeout-ms]`
-/// and, without ttl and options, `LOCK.MRELEASE`.
-#[derive(Debug)]
-pub struct MultiKey<'a, A> {
-    pub keys: &'a [A],
-    pub holder: &'a [u8],
-    pub ttl_ms: i64,
-    pub block_ms: Option<i64>,
-    pub keep: bool,
-    pub mailbox: Option<&'a A>,
-}
-
 pub use super::number::parse_int;
 
-fn ranged(arg: &impl Arg, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
+pub(crate) fn ranged(arg: &impl Arg, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
     match parse_int(arg.bytes()) {
         Some(v) if (min..=max).contains(&v) => Ok(v),
         _ => Err(Error::Range { name, min, max }),
     }
 }
 
-fn holder<'a>(arg: &'a impl Arg, limits: &Limits) -> Result<&'a [u8], Error> {
+pub(crate) fn holder<'a>(arg: &'a impl Arg, limits: &Limits) -> Result<&'a [u8], Error> {
     let h = arg.bytes();
     if h.is_empty() || h.len() > limits.max_holder_len {
         return Err(Error::HolderLength {
@@ -101,7 +77,7 @@ fn holder<'a>(arg: &'a impl Arg, limits: &Limits) -> Result<&'a [u8], Error> {
     Ok(h)
 }
 
-fn ttl(arg: &impl Arg, limits: &Limits) -> Result<i64, Error> {
+pub(crate) fn ttl(arg: &impl Arg, limits: &Limits) -> Result<i64, Error> {
     ranged(arg, "ttl-ms", 1, limits.max_ttl_ms)
 }
 
@@ -118,7 +94,7 @@ pub(crate) struct Found<'a, A> {
 /// repeated option wins as in Redis' own commands (`allowed` names those
 /// this command takes), and, where `keep` says so, the `KEEP` flag, which
 /// may appear once.
-fn options<'a, A: Arg>(
+pub(crate) fn options<'a, A: Arg>(
     rest: &'a [A],
     allowed: &[&'static str],
     keep: bool,
@@ -151,7 +127,7 @@ fn options<'a, A: Arg>(
     Ok((found, kept))
 }
 
-fn option<'a, A>(opts: &Found<'a, A>, name: &str) -> Option<&'a A> {
+pub(crate) fn option<'a, A>(opts: &Found<'a, A>, name: &str) -> Option<&'a A> {
     opts.slots
         .iter()
         .flatten()
@@ -159,7 +135,7 @@ fn option<'a, A>(opts: &Found<'a, A>, name: &str) -> Option<&'a A> {
         .map(|(_, v)| *v)
 }
 
-fn block<A: Arg>(opts: &Found<'_, A>, limits: &Limits) -> Result<Option<i64>, Error> {
+pub(crate) fn block<A: Arg>(opts: &Found<'_, A>, limits: &Limits) -> Result<Option<i64>, Error> {
     option(opts, "BLOCK")
         .map(|v| ranged(v, "timeout-ms", 0, limits.max_ttl_ms))
         .transpose()
@@ -181,27 +157,6 @@ pub(crate) fn mailbox<'a, A>(
 
 pub(crate) const MAILBOX_NEEDS_BLOCK: &str = "MAILBOX needs BLOCK timeout-ms";
 pub(crate) const MAILBOX_NEEDS_KEEP: &str = "MAILBOX needs KEEP";
-
-pub fn lock_acquire<'a, A: Arg>(
-    args: &'a [A],
-    limits: &Limits,
-) -> Result<LockAcquire<'a, A>, Error> {
-    if args.len() < 3 {
-        return Err(Error::Arity);
-    }
-    let holder = holder(&args[1], limits)?;
-    let ttl_ms = ttl(&args[2], limits)?;
-    let (opts, keep) = options(&args[3..], &["BLOCK", "MAILBOX"], true)?;
-    let block_ms = block(&opts, limits)?;
-    Ok(LockAcquire {
-        key: &args[0],
-        holder,
-        ttl_ms,
-        mailbox: mailbox(&opts, block_ms.is_some(), MAILBOX_NEEDS_BLOCK)?,
-        block_ms,
-        keep,
-    })
-}
 
 /// `key holder ttl-ms` (`LOCK.WAITFOR`).
 pub fn key_holder_ttl<'a, A: Arg>(
@@ -272,51 +227,6 @@ pub fn key_only<A: Arg>(args: &[A]) -> Result<&A, Error> {
     }
 }
 
-fn numkeys<A: Arg>(args: &[A], after: usize) -> Result<(&[A], &[A]), Error> {
-    let first = args.first().ok_or(Error::Arity)?;
-    let n = ranged(first, "numkeys", 1, MAX_KEYS)? as usize;
-    if args.len() < 1 + n + after {
-        return Err(Error::Arity);
-    }
-    let keys = &args[1..1 + n];
-    let mut seen = std::collections::HashSet::with_capacity(n);
-    if let Some(dup) = keys.iter().find(|k| !seen.insert(k.bytes())) {
-        return Err(Error::DuplicateKey(dup.bytes().to_vec()));
-    }
-    Ok((keys, &args[1 + n..]))
-}
-
-pub fn lock_macquire<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<MultiKey<'a, A>, Error> {
-    let (keys, rest) = numkeys(args, 2)?;
-    let holder = holder(&rest[0], limits)?;
-    let ttl_ms = ttl(&rest[1], limits)?;
-    let (opts, keep) = options(&rest[2..], &["BLOCK", "MAILBOX"], true)?;
-    let block_ms = block(&opts, limits)?;
-    Ok(MultiKey {
-        keys,
-        holder,
-        ttl_ms,
-        mailbox: mailbox(&opts, block_ms.is_some(), MAILBOX_NEEDS_BLOCK)?,
-        block_ms,
-        keep,
-    })
-}
-
-pub fn lock_mrelease<'a, A: Arg>(args: &'a [A], limits: &Limits) -> Result<MultiKey<'a, A>, Error> {
-    let (keys, rest) = numkeys(args, 1)?;
-    if rest.len() != 1 {
-        return Err(Error::Arity);
-    }
-    Ok(MultiKey {
-        keys,
-        holder: holder(&rest[0], limits)?,
-        ttl_ms: 0,
-        block_ms: None,
-        keep: false,
-        mailbox: None,
-    })
-}
-
 /// `LOCK.CANCEL key holder request-id`
 #[derive(Debug)]
 pub struct Cancel<'a, A> {
@@ -368,12 +278,6 @@ fn count<A: Arg>(args: &[A], default: usize) -> Result<usize, Error> {
         _ => Err(Error::Arity),
     }
 }
-
-mod rwlock;
-mod sem;
-
-pub use rwlock::*;
-pub use sem::*;
 
 #[cfg(test)]
 mod tests;

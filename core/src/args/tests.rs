@@ -1,5 +1,8 @@
 use super::*;
+use crate::lock::args::*;
+use crate::rwlock::args::*;
 use crate::rwlock::Mode;
+use crate::semaphore::args::*;
 
 fn v(s: &str) -> Vec<&[u8]> {
     s.split(' ').map(str::as_bytes).collect()

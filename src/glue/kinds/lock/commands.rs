@@ -57,7 +57,7 @@ commands! {
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::lock_acquire(&args[1..], &limits())?;
+    let req = crate::core::lock::args::lock_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
@@ -137,7 +137,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     if declare_keys(ctx, args, 2) {
         return Ok(RedisValue::NoReply);
     }
-    let req = args::lock_macquire(&args[1..], &limits())?;
+    let req = crate::core::lock::args::lock_macquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     let mailbox = mailbox_of(ctx, &req.keys[0], req.mailbox)?;
     eviction::check_acquire(ctx)?;
@@ -187,7 +187,7 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     if declare_keys(ctx, args, 1) {
         return Ok(RedisValue::NoReply);
     }
-    let req = args::lock_mrelease(&args[1..], &limits())?;
+    let req = crate::core::lock::args::lock_mrelease(&args[1..], &limits())?;
     let counts = kind::mrelease(ctx, req.keys, req.holder)?;
     Ok(RedisValue::Array(
         counts

@@ -10,7 +10,7 @@ use redis_module::raw;
 use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::core::lock::Lock;
 use crate::core::since::Since;
-use crate::core::stored::{self, Invalid};
+use crate::core::stored::Invalid;
 use crate::core::waitgraph::Held;
 use crate::glue::fences;
 use crate::glue::guard;
@@ -71,7 +71,7 @@ extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut
             let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
             let count = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
             let fence = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-            stored::lock(holder.as_ref(), MAX_HOLDER_LEN, count, fence)
+            crate::core::lock::stored::lock(holder.as_ref(), MAX_HOLDER_LEN, count, fence)
         };
         match load() {
             Ok(lock) => {

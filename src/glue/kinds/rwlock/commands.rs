@@ -34,7 +34,7 @@ commands! {
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::rw_acquire(&args[1..], &limits())?;
+    let req = crate::core::rwlock::args::rw_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
@@ -76,7 +76,7 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::rw_release(&args[1..], &limits())?;
+    let req = crate::core::rwlock::args::rw_release(&args[1..], &limits())?;
     let (reads, writes) = kind::release(ctx, req.key, req.holder, req.mode, None, now_ms())?;
     Ok(RedisValue::Array(vec![
         RedisValue::Integer(reads as i64),

@@ -10,7 +10,7 @@ use redis_module::raw;
 
 use crate::core::rwlock::{Entry, RwLock};
 use crate::core::since::Since;
-use crate::core::stored::{self, Invalid};
+use crate::core::stored::Invalid;
 use crate::core::waitgraph::{Held, Need};
 use crate::glue::fences;
 use crate::glue::guard;
@@ -69,7 +69,7 @@ extern "C" fn rw_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c
         let load = || -> Result<RwLock, Invalid> {
             known_encoding(encver)?;
             let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-            let mut rw = stored::RwLockLoader::new(n)?;
+            let mut rw = crate::core::rwlock::stored::RwLockLoader::new(n)?;
             for _ in 0..n {
                 let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
                 let entry = Entry {

@@ -5,7 +5,6 @@ use super::change;
 use crate::core::error::Error;
 use crate::core::rwlock::{Effect, Entry, RwLock};
 use crate::core::since::Since;
-use crate::core::stored;
 use crate::glue::commit::Note;
 use crate::glue::fences;
 use crate::glue::kinds::state;
@@ -29,10 +28,11 @@ impl state::SetState for RwLock {
             deadline_ms: state::deadline(deadline_ms)?,
             since: Since::UNKNOWN,
         };
-        stored::rw_entry(h, state::max_holder(), &e, true).map_err(state::invalid)?;
+        crate::core::rwlock::stored::rw_entry(h, state::max_holder(), &e, true)
+            .map_err(state::invalid)?;
         fences::observe(e.fence);
         change(ctx, name, None, Note::default(), |rw| {
-            stored::rw_fits(rw, h, &e).map_err(Error::Invalid)?;
+            crate::core::rwlock::stored::rw_fits(rw, h, &e).map_err(Error::Invalid)?;
             Ok(((), Some(Effect::set(h, e))))
         })
     }

@@ -33,7 +33,7 @@ commands! {
 }
 
 pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::sem_acquire(&args[1..], &limits())?;
+    let req = crate::core::semaphore::args::sem_acquire(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
@@ -66,13 +66,13 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::sem_release(&args[1..], &limits())?;
+    let req = crate::core::semaphore::args::sem_release(&args[1..], &limits())?;
     let left = kind::release(ctx, req.key, req.holder, req.permits, now_ms())?;
     Ok(RedisValue::Integer(left as i64))
 }
 
 pub fn extend(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::sem_extend(&args[1..], &limits())?;
+    let req = crate::core::semaphore::args::sem_extend(&args[1..], &limits())?;
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     // Checked before the extend: nothing half-done.
     let mail = mailbox_of(ctx, req.key, req.mailbox)?.map(|(_, m)| m);

@@ -9,7 +9,7 @@ use redis_module::raw;
 
 use crate::core::semaphore::Semaphore;
 use crate::core::since::Since;
-use crate::core::stored::{self, Invalid};
+use crate::core::stored::Invalid;
 use crate::core::waitgraph::Held;
 use crate::glue::guard;
 use crate::glue::percentiles::Percentiles;
@@ -68,7 +68,7 @@ extern "C" fn sem_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut 
             known_encoding(encver)?;
             let limit = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
             let n = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-            let mut sem = stored::SemaphoreLoader::new(limit, n)?;
+            let mut sem = crate::core::semaphore::stored::SemaphoreLoader::new(limit, n)?;
             for _ in 0..n {
                 let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
                 let permits = raw::load_unsigned(rdb).map_err(|_| SHORT)?;

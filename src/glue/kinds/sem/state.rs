@@ -4,7 +4,6 @@
 use super::change;
 use crate::core::error::Error;
 use crate::core::semaphore::{Effect, Semaphore};
-use crate::core::stored;
 use crate::glue::commit::Note;
 use crate::glue::kinds::state;
 use crate::glue::replicate::{digits, fields, replicate_with_tail, Made};
@@ -22,8 +21,9 @@ impl state::SetState for Semaphore {
         };
         let (limit, permits) = (state::num(limit, "limit")?, state::num(permits, "permits")?);
         let d = state::deadline(deadline_ms)?;
-        stored::limit(limit).map_err(state::invalid)?;
-        stored::sem_holder(h, state::max_holder(), permits, d, true).map_err(state::invalid)?;
+        crate::core::semaphore::stored::limit(limit).map_err(state::invalid)?;
+        crate::core::semaphore::stored::sem_holder(h, state::max_holder(), permits, d, true)
+            .map_err(state::invalid)?;
         let e = Effect::set(h, limit, permits, d);
         change(ctx, name, None, limit, Note::default(), |_| {
             Ok(((), Some(e)))

@@ -1,6 +1,7 @@
 //! `RWLOCK.*` arguments.
 
-use super::*;
+use crate::args::*;
+use crate::error::Error;
 use crate::rwlock::Mode;
 
 /// `RWLOCK.ACQUIRE key holder READ|WRITE ttl-ms [BLOCK timeout-ms]` and,

@@ -1,6 +1,7 @@
 //! `SEM.*` arguments.
 
-use super::*;
+use crate::args::*;
+use crate::error::Error;
 
 /// `SEM.ACQUIRE key holder limit ttl-ms [PERMITS n] [BLOCK timeout-ms]`
 #[derive(Debug)]
