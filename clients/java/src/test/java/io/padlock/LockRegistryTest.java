@@ -176,6 +176,39 @@ class LockRegistryTest extends OnServer {
         }
     }
 
+    /** The leader's connections cut (its process lives but cannot reach the server): the other takes over. */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void leaderElectionFailsOverWhenTheLeadersConnectionIsCut(String driver) throws Exception {
+        Clients second = new Clients();
+        List<LockRegistryLeaderInitiator> started = new ArrayList<>();
+        try (Proxy proxy = new Proxy(srv.port())) {
+            PadlockLockRegistry r1 = new PadlockLockRegistry(clients.standalone(driver, proxy.port(), Duration.ofSeconds(1)), "reg");
+            PadlockLockRegistry r2 = new PadlockLockRegistry(second.standalone(driver, srv.port(), Duration.ofSeconds(1)), "reg");
+            Counting c1 = new Counting("behind-proxy");
+            Counting c2 = new Counting("direct");
+            LockRegistryLeaderInitiator i1 = new LockRegistryLeaderInitiator(r1, c1);
+            LockRegistryLeaderInitiator i2 = new LockRegistryLeaderInitiator(r2, c2);
+            for (LockRegistryLeaderInitiator i : List.of(i1, i2)) {
+                i.setHeartBeatMillis(100);
+                i.setBusyWaitMillis(50);
+            }
+            i1.start();
+            started.add(i1);
+            waitUntil(() -> c1.leading.get() == 1, 5000);
+            i2.start();
+            started.add(i2);
+            Thread.sleep(500);
+            assertEquals(0, c2.leading.get(), "one leader at a time");
+            proxy.cut();
+            waitUntil(() -> c2.leading.get() == 1, 10_000);
+            waitUntil(() -> c1.leading.get() == 0, 10_000);
+        } finally {
+            started.forEach(LockRegistryLeaderInitiator::stop);
+            second.close();
+        }
+    }
+
     static void waitUntil(java.util.function.BooleanSupplier ok, long ms) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
         while (!ok.getAsBoolean()) {

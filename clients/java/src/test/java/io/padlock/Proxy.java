@@ -17,6 +17,7 @@ final class Proxy implements AutoCloseable {
     private final ServerSocket listen;
     private final int target;
     private final AtomicBoolean dropNext = new AtomicBoolean();
+    private final java.util.List<Socket> open = new java.util.concurrent.CopyOnWriteArrayList<>();
 
     Proxy(int target) throws IOException {
         this.target = target;
@@ -35,11 +36,19 @@ final class Proxy implements AutoCloseable {
         dropNext.set(true);
     }
 
+    /** The network between the client and the server goes: every connection closes, and no new one gets through. */
+    void cut() throws IOException {
+        listen.close();
+        open.forEach(Proxy::close);
+    }
+
     private void accept() {
         while (!listen.isClosed()) {
             try {
                 Socket client = listen.accept();
                 Socket server = new Socket(InetAddress.getLoopbackAddress(), target);
+                open.add(client);
+                open.add(server);
                 pump(client, server, false);
                 pump(server, client, true);
             } catch (IOException e) {
