@@ -118,7 +118,10 @@ final class AsyncWait {
                 return;
             }
             try {
-                result.complete(new SharedHold.Waited(MailWait.parse(outcome), null, sentAt, attempt > 0));
+                // Granted while queued on the keeper: bound there if it lives.
+                Object reply = MailWait.parse(outcome);
+                result.complete(new SharedHold.Waited(reply, null, sentAt, attempt > 0, reply == null ? null : rid,
+                        epoch));
             } catch (RuntimeException ex) {
                 result.completeExceptionally(ex);
             }

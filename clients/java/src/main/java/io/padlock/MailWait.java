@@ -48,7 +48,11 @@ final class MailWait {
                 }
                 String outcome = outcome(k, m, slot, r.epoch(), mailEpoch, forever ? 0 : leftMs + SLACK_MS);
                 if (outcome != null) {
-                    return new SharedHold.Waited(parse(outcome), null, sentAt, attempt > 0);
+                    // Granted while queued on the keeper: a KEEP grant is bound
+                    // there, with the mailbox, if that connection still lives.
+                    Object reply = parse(outcome);
+                    return new SharedHold.Waited(reply, null, sentAt, attempt > 0, reply == null ? null : rid,
+                            r.epoch());
                 }
                 // A connection was replaced: the request is sent again.
             } catch (LinkException e) {

@@ -220,11 +220,21 @@ final class SharedHold {
     void adopt(Waited w) {
         granted(w.sentAt());
         if (w.rid() != null && w.epoch() == keeper.epoch() && keeper.mailman != null) {
-            // Granted at once on the keeper: bound there with the mailbox already.
+            // Granted on the keeper (at once, or mailed while queued there):
+            // bound there with the mailbox already. Its lease is known to live
+            // from when the binding was last seen alive; when that is not
+            // recent enough, it is bound again below, as after any wait.
             watchLosses(w.rid());
             boundEpoch = w.epoch();
             mailbound = true;
-            return;
+            long ttl = TimeUnit.MILLISECONDS.toNanos(ttlMs);
+            long fresh = keeper.mailman.fresh();
+            if (fresh != Long.MIN_VALUE && fresh + ttl - leaseUntil > 0) {
+                leaseUntil = fresh + ttl;
+            }
+            if (leaseUntil - System.nanoTime() > ttl * 2 / 3) {
+                return;
+            }
         }
         try {
             bind(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));

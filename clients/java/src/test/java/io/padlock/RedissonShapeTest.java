@@ -134,4 +134,25 @@ class RedissonShapeTest extends OnServer {
         Thread.sleep(100);
         assertFalse(first.isLocked(), "the cancelled future never took it");
     }
+
+    /** A lock granted after a wait longer than its ttl is held at once: its lease is known to live. */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void heldRightAfterALongWait(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port(), java.time.Duration.ofSeconds(1));
+        PadlockLock first = p.getLock("long").withHolder("first");
+        first.lock();
+        CompletableFuture<long[]> waiter = CompletableFuture.supplyAsync(() -> {
+            PadlockLock l = p.getLock("long");
+            l.lock();
+            long[] seen = {l.isHeldByCurrentThread() ? 1 : 0, l.fence()};
+            l.unlock();
+            return seen;
+        });
+        Thread.sleep(1500);
+        first.unlock();
+        long[] seen = waiter.get(10, TimeUnit.SECONDS);
+        assertEquals(1, seen[0], "held right after the grant");
+        assertTrue(seen[1] > 0, "with its fence");
+    }
 }
