@@ -84,3 +84,38 @@ func TestNoGoroutinePerHold(t *testing.T) {
 		t.Fatalf("%d goroutines for 1,000 holds", extra)
 	}
 }
+
+// A lock granted after a wait longer than its ttl is held at once, with its
+// fence: its lease is known to live from the binding's last sign of life.
+func TestHeldRightAfterALongWait(t *testing.T) {
+	onEachDriver(t, func(t *testing.T, s *server, p *Client) {
+		ctx := context.Background()
+		l := p.Lock("long", TTL(time.Second))
+		first, err := l.Acquire(WithHolder(ctx, "first"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		type seen struct {
+			held  bool
+			fence int64
+			err   error
+		}
+		got := make(chan seen, 1)
+		go func() {
+			held, err := l.Acquire(ctx)
+			if err != nil {
+				got <- seen{err: err}
+				return
+			}
+			f, _ := l.Fence(held)
+			got <- seen{held: l.Held(held), fence: f}
+			_ = l.Release(held)
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		_ = l.Release(first)
+		r := <-got
+		if r.err != nil || !r.held || r.fence <= 0 {
+			t.Fatalf("right after a long wait: held %v, fence %d, err %v", r.held, r.fence, r.err)
+		}
+	})
+}
