@@ -121,7 +121,8 @@ func (c *Client) holdFor(ctx context.Context, s spec, holder string, o options) 
 		c.mu.Lock()
 		h := c.holds[name]
 		if h == nil {
-			h = &hold{c: c, s: s, holder: holder, ttl: o.ttl, o: o, k: k, m: m}
+			h = &hold{c: c, s: s, holder: holder, ttl: o.ttl, o: o, k: k, m: m,
+				leases: max(len(s.extends(holder, 1)), 1)}
 			c.holds[name] = h
 		}
 		c.mu.Unlock()

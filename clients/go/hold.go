@@ -51,6 +51,7 @@ type hold struct {
 	o      options
 	k      *keeper
 	m      *mailman // nil in a cluster: waits take a connection each
+	leases int      // commands a renewal takes: one per key
 
 	mu sync.Mutex // one operation at a time: acquire, release, renewal
 
@@ -227,7 +228,7 @@ func (h *hold) watchLoss(rid string) {
 	h.lossIDs = append(h.lossIDs, rid)
 	// Only the latest bindings' ids can still be mailed (those of the
 	// round before stay while a resend may be under way).
-	if keep := 2 * max(len(h.s.extends(h.holder, 1)), 1); len(h.lossIDs) > keep {
+	if keep := 2 * h.leases; len(h.lossIDs) > keep {
 		h.m.unwatch(h.lossIDs[:len(h.lossIDs)-keep])
 		h.lossIDs = append([]string{}, h.lossIDs[len(h.lossIDs)-keep:]...)
 	}

@@ -33,10 +33,13 @@ type keeper struct {
 	// aliveAt is the send time (mono) of the latest CLIENT ID answered on
 	// this epoch's connection, unchanged: every binding on it lived then.
 	aliveAt atomic.Int64
+	// gone is closed when this epoch's connection goes (guarded by mu):
+	// the waits queued on it hear at once, with no timer of their own.
+	gone chan struct{}
 }
 
 func newKeeper(b backend, node string) *keeper {
-	k := &keeper{b: b, node: node}
+	k := &keeper{b: b, node: node, gone: make(chan struct{})}
 	k.aliveAt.Store(int64(never))
 	return k
 }
@@ -102,8 +105,7 @@ func (k *keeper) ping(limit time.Duration) {
 	case err != nil:
 		k.resetLocked()
 	case fmt.Sprint(id) != k.id:
-		k.epoch.Add(1)
-		k.aliveAt.Store(int64(never))
+		k.nextEpochLocked()
 		k.id = fmt.Sprint(id)
 	default:
 		if int64(sent) > k.aliveAt.Load() {
@@ -119,9 +121,22 @@ func (k *keeper) reset() {
 	k.resetLocked()
 }
 
-func (k *keeper) resetLocked() {
+// goneCh is closed once the current epoch's connection goes.
+func (k *keeper) goneCh() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.gone
+}
+
+func (k *keeper) nextEpochLocked() {
 	k.epoch.Add(1)
 	k.aliveAt.Store(int64(never))
+	close(k.gone)
+	k.gone = make(chan struct{})
+}
+
+func (k *keeper) resetLocked() {
+	k.nextEpochLocked()
 	if k.w != nil {
 		k.w.close()
 		k.w = nil

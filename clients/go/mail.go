@@ -73,6 +73,8 @@ func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (rep
 	s := m.register(rid)
 	defer m.forget(rid)
 	epochs := [2]uint64{k.epoch.Load(), m.epoch.Load()}
+	// Taken before the send: a connection replaced while it is sent closes it.
+	gone := k.goneCh()
 	reply, epoch, err = k.call(args, callTimeout)
 	if err != nil || !isWaiting(reply) {
 		return reply, epoch, err == nil, err
@@ -83,8 +85,6 @@ func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (rep
 		defer t.Stop()
 		end = t.C
 	}
-	tick := time.NewTicker(maxPoll)
-	defer tick.Stop()
 	for {
 		select {
 		case outcome := <-s.outcome:
@@ -96,7 +96,7 @@ func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (rep
 		case <-end:
 			return nil, epoch, false, fmt.Errorf("padlock: no outcome of %v within %d ms", args[0], ms)
 		case <-s.poke:
-		case <-tick.C:
+		case <-gone:
 		}
 		if k.epoch.Load() != epochs[0] || m.epoch.Load() != epochs[1] || epoch != k.epoch.Load() {
 			return nil, epoch, false, errReplaced

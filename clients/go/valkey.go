@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/valkey-io/valkey-go"
@@ -127,16 +129,7 @@ func isBlocking(words []string) bool {
 		return true
 	}
 	for i, w := range words {
-		if w == "BLOCK" && i+1 < len(words) && !contains(words, "MAILBOX") {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(words []string, w string) bool {
-	for _, x := range words {
-		if x == w {
+		if w == "BLOCK" && i+1 < len(words) && !slices.Contains(words, "MAILBOX") {
 			return true
 		}
 	}
@@ -152,8 +145,8 @@ func (w *valkeyWire) close() {
 // keySlot is the cluster slot of key: CRC16 (XMODEM) of its hash tag, or
 // of the whole key, mod 16384.
 func keySlot(key string) uint16 {
-	if i := indexByte(key, '{'); i >= 0 {
-		if j := indexByte(key[i+1:], '}'); j > 0 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
 			key = key[i+1 : i+1+j]
 		}
 	}
@@ -169,13 +162,4 @@ func keySlot(key string) uint16 {
 		}
 	}
 	return crc % 16384
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

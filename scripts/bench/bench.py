@@ -424,27 +424,28 @@ def saved():
     return pc, data["contended"], data.get("at_scale")
 
 
+def script_tables(script, label, where=""):
+    """The Markdown tables a benchmark script prints, each `### title`
+    becoming a bold `label — title` line (with `where` after it)."""
+    out = subprocess.run([str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
+    body = "\n".join(lines).strip()
+    return "\n".join(f"**{label} — {ln[4:]}**{where}" if ln.startswith("### ") else ln for ln in body.splitlines())
+
+
 def java_vs_redisson():
     """clients/java's benchmark (scripts/bench/java-bench.sh): padlock's Java client
     against Redisson, Spring Integration's RedisLockRegistry and ShedLock's
-    Redis provider, in one JVM on one server; its Markdown tables as printed."""
-    out = subprocess.run([str(ROOT / "scripts/bench/java-bench.sh")], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
-    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
-    body = "\n".join(lines).strip()
-    return "\n".join(f"**Java client — {ln[4:]}**" if ln.startswith("### ") else ln for ln in body.splitlines())
+    Redis provider, in one JVM on one server."""
+    return script_tables("scripts/bench/java-bench.sh", "Java client")
 
 
 def go_vs_redsync():
     """clients/go's benchmark (scripts/bench/go-bench.sh): padlock's Go client on
     both drivers, redsync v4 and bsm/redislock in one process on one
-    server; its Markdown tables as printed."""
-    out = subprocess.run([str(ROOT / "scripts/bench/go-bench.sh")], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
-    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
-    body = "\n".join(lines).strip()
-    return "\n".join(f"**Go client vs redsync and bsm/redislock — {ln[4:]}** (Redis 7.0, one process; "
-                     "`scripts/bench/go-bench.sh`)" if ln.startswith("### ") else ln for ln in body.splitlines())
+    server."""
+    return script_tables("scripts/bench/go-bench.sh", "Go client vs redsync and bsm/redislock",
+                         " (Redis 7.0, one process; `scripts/bench/go-bench.sh`)")
 
 
 def main():

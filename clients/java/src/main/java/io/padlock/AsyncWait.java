@@ -4,7 +4,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongFunction;
 
@@ -98,18 +97,16 @@ final class AsyncWait {
             return;
         }
         long epoch = r.epoch();
-        // A replaced connection drops the queued wait: looked for once per poll.
-        ScheduledFuture<?> check = pad.scheduler.scheduleWithFixedDelay(() -> {
-            if (k.epoch() != epoch || m.epoch != mailEpoch) {
-                slot.complete(null);
-            }
-        }, Mailman.POLL_MS, Mailman.POLL_MS, TimeUnit.MILLISECONDS);
+        // A replaced keeper drops the queued wait (a failed mailbox connection
+        // completes every slot itself).
+        if (!k.queuedOn(epoch, slot) || m.epoch != mailEpoch) {
+            slot.complete(null);
+        }
         if (!forever) {
             long limit = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 5000;
             slot.completeOnTimeout(null, Math.max(limit, 1), TimeUnit.MILLISECONDS);
         }
         slot.whenComplete((outcome, e) -> {
-            check.cancel(false);
             m.forget(rid);
             if (outcome == null) {
                 // The mailbox or the keeper connection failed, or no outcome in

@@ -1,6 +1,7 @@
 package io.padlock;
 
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * The connection every hold of one {@link Padlock} on one node shares: their
@@ -20,6 +21,8 @@ final class Keeper {
     private final String route;
     private Link link;
     private long epoch;
+    /** The async waits queued on this epoch's connection ({@link #queuedOn}). */
+    private final java.util.Set<CompletableFuture<String>> queued = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** The send time (nanoTime) of the latest command answered on this epoch's connection. */
     private volatile long aliveAt = Long.MIN_VALUE;
     private volatile boolean alive;
@@ -57,6 +60,21 @@ final class Keeper {
         return epoch;
     }
 
+    /**
+     * Watches a wait queued on this epoch's connection: {@code slot} completes
+     * with null when the connection goes (no timer per wait), and is
+     * forgotten when it completes otherwise. False when the epoch moved on
+     * already.
+     */
+    synchronized boolean queuedOn(long sentEpoch, CompletableFuture<String> slot) {
+        if (sentEpoch != epoch) {
+            return false;
+        }
+        queued.add(slot);
+        slot.whenComplete((v, e) -> queued.remove(slot));
+        return true;
+    }
+
     /** Whether the keeper's connection answered since {@code since} (nanoTime). */
     boolean aliveSince(long since) {
         return alive && aliveAt - since >= 0;
@@ -80,6 +98,10 @@ final class Keeper {
     synchronized void reset() {
         epoch++;
         alive = false;
+        // The waits queued on the connection that went hear it now (each is
+        // sent again with its request-id).
+        queued.forEach(w -> w.complete(null));
+        queued.clear();
         if (link != null) {
             link.discard();
             link = null;

@@ -195,14 +195,20 @@ public final class Padlock implements AutoCloseable {
      * Redisson-shaped calls.
      */
     Object request(String key, Duration within, List<String> args) {
-        Keeper k = keeper(key);
-        List<String> sent = withId(args);
-        long deadline = System.nanoTime() + within.toNanos();
+        return resend(keeper(key), withId(args), System.nanoTime() + within.toNanos()).value();
+    }
+
+    /**
+     * {@code sent} (with its request-id) on the keeper {@code k}, sent again on
+     * a new connection after a failed one until answered or {@code deadline}
+     * (nanoTime) passes; the one resend loop of every changing command.
+     */
+    static Keeper.Reply resend(Keeper k, List<String> sent, long deadline) {
         int attempt = 0;
         while (true) {
             long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
             try {
-                return k.call(Math.max(left, 50), sent).value();
+                return k.call(Math.max(left, 50), sent);
             } catch (LinkException e) {
                 if (!pause(attempt++, deadline)) {
                     throw e;

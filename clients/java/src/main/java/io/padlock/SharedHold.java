@@ -114,22 +114,12 @@ final class SharedHold {
         if (mail && keeper.mailman != null) {
             watchLosses(withId.get(withId.size() - 1));
         }
-        int attempt = 0;
-        while (true) {
-            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
-            try {
-                Keeper.Reply r = keeper.call(Math.max(left, 50), withId);
-                if (keep) {
-                    boundEpoch = r.epoch();
-                    mailbound = mail;
-                }
-                return r.value();
-            } catch (LinkException e) {
-                if (!Padlock.pause(attempt++, deadline)) {
-                    throw e;
-                }
-            }
+        Keeper.Reply r = Padlock.resend(keeper, withId, deadline);
+        if (keep) {
+            boundEpoch = r.epoch();
+            mailbound = mail;
         }
+        return r.value();
     }
 
     private void watchLosses(String rid) {
