@@ -10,8 +10,11 @@ import (
 	"time"
 )
 
-// maxPoll is how long one BLPOP waits at most.
+// maxPoll is how long one BLMPOP waits at most.
 const maxPoll = time.Second
+
+// drain is how many mailed elements one read takes at most.
+const drain = 100
 
 // slot is one wait registered for its mailed outcome.
 type slot struct {
@@ -20,7 +23,7 @@ type slot struct {
 }
 
 // mailman reads one node's mailbox for every wait and kept hold of a
-// Client: one goroutine BLPOPs it and hands each element to the wait (its
+// Client: one goroutine BLMPOPs it and hands each element to the wait (its
 // outcome) or the hold (-LOST) whose request-id starts it; between two it
 // checks the keeper, once per poll. That check is all the watching the
 // holds bound to the keeper cost (see fresh).
@@ -147,8 +150,10 @@ func (m *mailman) run() {
 	}
 }
 
-// read waits up to poll for the mailbox, then empties it a hundred at a
-// time, and checks the keeper when it was not heard from for a poll.
+// read waits up to poll for the mailbox and takes up to a hundred
+// elements at once (BLMPOP: fewer than that means it is empty now, so a
+// burst costs no second read), and checks the keeper when it was not heard
+// from for a poll.
 func (m *mailman) read(w *wire, poll time.Duration) error {
 	if *w == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -161,32 +166,32 @@ func (m *mailman) read(w *wire, poll time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), poll+callTimeout)
 	defer cancel()
-	sent := mono()
-	got, err := (*w).do(ctx, []any{"BLPOP", m.box, strconv.FormatFloat(poll.Seconds(), 'f', 3, 64)})
-	if err != nil {
-		return err
-	}
-	var elements []any
-	if pair, ok := got.([]any); ok && len(pair) == 2 {
-		elements = pair[1:]
-	} else {
-		// Timed out: empty until the server's timeout, which cannot come
-		// before poll after the send.
-		sent = min(sent+poll, mono())
-	}
-	for len(elements) > 0 {
-		for _, e := range elements {
-			m.deliver(fmt.Sprint(e))
-		}
-		sent = mono()
-		more, err := (*w).do(ctx, []any{"LPOP", m.box, "100"})
+	cmd := []any{"BLMPOP", strconv.FormatFloat(poll.Seconds(), 'f', 3, 64), "1", m.box, "LEFT", "COUNT", drain}
+	for {
+		sent := mono()
+		got, err := (*w).do(ctx, cmd)
 		if err != nil {
 			return err
 		}
-		elements, _ = more.([]any)
-	}
-	if int64(sent) > m.clearAt.Load() {
-		m.clearAt.Store(int64(sent))
+		// [key, [element ...]], or nil: empty. A BLMPOP that timed out saw
+		// it empty at its timeout, which cannot come before poll after the
+		// send.
+		var elements []any
+		if pair, ok := got.([]any); ok && len(pair) == 2 {
+			elements, _ = pair[1].([]any)
+		} else if cmd[0] == "BLMPOP" {
+			sent = min(sent+poll, mono())
+		}
+		for _, e := range elements {
+			m.deliver(fmt.Sprint(e))
+		}
+		if len(elements) < drain {
+			if int64(sent) > m.clearAt.Load() {
+				m.clearAt.Store(int64(sent))
+			}
+			break
+		}
+		cmd = []any{"LMPOP", "1", m.box, "LEFT", "COUNT", drain}
 	}
 	if time.Duration(m.k.aliveAt.Load()) < mono()-poll {
 		m.k.ping(callTimeout)

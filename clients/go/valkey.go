@@ -123,9 +123,9 @@ func (w *valkeyWire) do(ctx context.Context, args []any) (any, error) {
 }
 
 // isBlocking: a command the server may hold (a BLOCK wait without a
-// mailbox, BLPOP), which valkey-go must not time out as a quick one.
+// mailbox, BLMPOP), which valkey-go must not time out as a quick one.
 func isBlocking(words []string) bool {
-	if words[0] == "BLPOP" {
+	if words[0] == "BLPOP" || words[0] == "BLMPOP" {
 		return true
 	}
 	for i, w := range words {

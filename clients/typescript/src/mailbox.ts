@@ -2,7 +2,7 @@
 // queued on the client's shared connection (the keeper) and answers at once
 // — its grant, or `WAITING` — and its outcome is appended later to the
 // process's mailbox, a list that one connection per client reads with
-// `BLPOP` for every wait and every kept hold: a grant, a timeout (`nil`),
+// `BLMPOP` for every wait and every kept hold: a grant, a timeout (`nil`),
 // an error, or a hold's loss (`-LOST <why>`). Ten thousand waits are one
 // connection for commands and one for the mailbox.
 
@@ -29,7 +29,21 @@ interface Slot {
 /** The longest one command of a mailbox wait may take (ms), and how much
  * later than its BLOCK timeout its outcome may be mailed at most. */
 const TIMEOUT = 5000;
-/** How long one `BLPOP` waits at most (ms). */
+/** How many mailed elements one read takes at most: fewer means it found the mailbox empty. */
+const DRAIN = 100;
+
+/** The elements of a `BLMPOP`/`LMPOP` reply: `[key, [element ...]]`, or
+ * glide's `[{ key, value: [element ...] }]`, or none. */
+function popped(got: unknown[] | null): unknown[] {
+  if (!got || got.length === 0) return [];
+  const first = got[0];
+  if (typeof first === "object" && first !== null && "value" in first) {
+    return got.flatMap((r) => (r as { value: unknown[] }).value);
+  }
+  return got[1] as unknown[];
+}
+
+/** How long one `BLMPOP` waits at most (ms). */
 const POLL = 1000;
 
 /** One client's mailbox and the connection that reads it. */
@@ -40,7 +54,7 @@ export class Mailman {
   private running = false;
   /** Bumped when the mailbox connection failed (the waits are sent again). */
   epoch = 0;
-  /** How long one `BLPOP` waits: half the shortest interval watched. */
+  /** How long one `BLMPOP` waits: half the shortest interval watched. */
   private poll = POLL;
   /** The send time of the latest read that found the mailbox empty: every
    * loss posted before it has been handed to its hold. */
@@ -120,18 +134,20 @@ export class Mailman {
         try {
           conn ??= await within(this.backend.open(true), TIMEOUT);
           const poll = this.poll;
-          let sent = now();
-          const got = (await within(conn.call(["BLPOP", this.mailbox, poll / 1000]), poll + TIMEOUT)) as unknown[] | null;
-          // Timed out: empty until the server's timeout, which cannot come
-          // before `poll` after the send.
-          if (!got) sent = Math.min(sent + poll, now());
-          let elements: unknown[] = got ? [got[1]] : [];
-          while (elements.length > 0) {
-            // A burst is read a hundred at a time, until a read finds the
-            // mailbox empty.
-            for (const e of elements) this.deliver(e);
+          // Up to DRAIN at a time: fewer means the mailbox is empty now, so
+          // a burst needs no extra read.
+          let command: Arg[] = ["BLMPOP", poll / 1000, 1, this.mailbox, "LEFT", "COUNT", DRAIN];
+          let sent: number;
+          for (;;) {
             sent = now();
-            elements = ((await within(conn.call(["LPOP", this.mailbox, 100]), TIMEOUT)) as unknown[] | null) ?? [];
+            const got = (await within(conn.call(command), poll + TIMEOUT)) as unknown[] | null;
+            // Timed out: empty until the server's timeout, which cannot come
+            // before `poll` after the send.
+            if (!got && command[0] === "BLMPOP") sent = Math.min(sent + poll, now());
+            const elements = popped(got);
+            for (const e of elements) this.deliver(e);
+            if (elements.length < DRAIN) break;
+            command = ["LMPOP", 1, this.mailbox, "LEFT", "COUNT", DRAIN];
           }
           this.clearAt = Math.max(this.clearAt, sent);
           if (this.keeper.aliveAt < now() - poll) await this.keeper.ping(TIMEOUT);

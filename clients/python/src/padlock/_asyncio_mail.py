@@ -1,6 +1,6 @@
 """Waits and losses heard through a mailbox, for the asyncio holds of an
 event loop (see `_thread_mail`, the blocking twin): one task per server
-`BLPOP`s the mailbox and hands each outcome to its wait, each `-LOST` to
+`BLMPOP`s the mailbox and hands each outcome to its wait, each `-LOST` to
 its hold; `Source` says where a hold's waits go; a cancelled wait is taken
 back with `LOCK.CANCEL`."""
 
@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence
 import redis
 from redis.asyncio.cluster import RedisCluster
 
-from ._common import mail_element, parse_outcome, taken_back, with_mailbox
+from ._common import DRAIN, mail_element, parse_outcome, popped, taken_back, with_mailbox
 from ._asyncio_runtime import TIMEOUT, Driver, Keeper, exchange, keeper
 
 
@@ -30,7 +30,7 @@ class Slot:
 
 class Mailman:
     """The connection one server's waits and kept holds share on one loop
-    to hear from the server (see `_thread_mail.Mailman`): one task `BLPOP`s the
+    to hear from the server (see `_thread_mail.Mailman`): one task `BLMPOP`s the
     mailbox and hands each element to the wait (its outcome) or the hold
     (`-LOST`) whose request-id starts it; between two it pings the keeper,
     once per interval of the shortest-lived hold it watches."""
@@ -102,22 +102,22 @@ class Mailman:
                     if conn is None:
                         conn = await self._make(socket_timeout=None)
                     poll = self.poll
-                    sent = loop.time()
-                    got = await asyncio.wait_for(
-                        exchange(conn, ["BLPOP", self.mailbox, poll]), poll + TIMEOUT)
-                    if not got:
-                        # Timed out: empty until the server's timeout, which
-                        # cannot come before `poll` after the send.
-                        sent = min(sent + poll, loop.time())
-                    elements = [got[1]] if got else []
-                    while elements:
-                        # A burst is read a hundred at a time, until a read
-                        # finds the mailbox empty.
+                    # Up to DRAIN at a time: fewer means the mailbox is
+                    # empty now, so a burst needs no extra read.
+                    command: list[Any] = ["BLMPOP", poll, 1, self.mailbox, "LEFT", "COUNT", DRAIN]
+                    while True:
+                        sent = loop.time()
+                        got = await asyncio.wait_for(exchange(conn, command), poll + TIMEOUT)
+                        if not got and command[0] == "BLMPOP":
+                            # Timed out: empty until the server's timeout,
+                            # which cannot come before `poll` after the send.
+                            sent = min(sent + poll, loop.time())
+                        elements = popped(got)
                         for element in elements:
                             self._deliver(element)
-                        sent = loop.time()
-                        elements = await asyncio.wait_for(
-                            exchange(conn, ["LPOP", self.mailbox, 100]), TIMEOUT) or []
+                        if len(elements) < DRAIN:
+                            break
+                        command = ["LMPOP", 1, self.mailbox, "LEFT", "COUNT", DRAIN]
                     self.clear_at = max(self.clear_at, sent)
                     if self.keeper.alive_at < loop.time() - poll:
                         await self.keeper.ping()

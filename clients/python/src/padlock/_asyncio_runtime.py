@@ -1,7 +1,7 @@
 """What the asyncio holds of an event loop share (as `_thread_runtime` for the
 blocking ones): one watcher task for all of them, and per server two
 connections: the keeper, which carries their commands and `KEEP`
-bindings, and the mailman's, on which one task waits with `BLPOP` for the
+bindings, and the mailman's, on which one task waits with `BLMPOP` for the
 outcomes of every wait (`MAILBOX`)."""
 
 from __future__ import annotations

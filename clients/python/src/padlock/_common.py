@@ -181,6 +181,20 @@ def to_dot(
 
 # -- mailbox waits (`MAILBOX`): the parts both flavours share --------------------
 
+#: How many mailed elements one read (`BLMPOP`/`LMPOP ... COUNT`) takes at
+#: most: a read that takes fewer found the mailbox empty.
+DRAIN = 100
+
+
+def popped(reply: Any) -> list[Any]:
+    """The elements of a `BLMPOP`/`LMPOP` reply: `[key, [element ...]]`,
+    `{key: [element ...]}` (glide makes it a map), or none."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [e for elements in reply.values() for e in elements]
+    return list(reply[1])
+
 
 def mail_element(element: Any) -> tuple[str, str]:
     """A mailbox element: the request-id it answers, and the outcome."""

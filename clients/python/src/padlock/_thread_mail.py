@@ -1,5 +1,5 @@
 """Waits and losses heard through a mailbox, for the blocking holds
-(`_asyncio_mail` is the asyncio twin): one thread per server `BLPOP`s the
+(`_asyncio_mail` is the asyncio twin): one thread per server `BLMPOP`s the
 process's mailbox (`MAILBOX`) and hands each outcome to its wait, each
 `-LOST` to its hold; `Source` says where a hold's waits go (the mailbox,
 or a connection of their own where the server or a cluster cannot mail);
@@ -18,19 +18,19 @@ from typing import Any, Optional, Sequence
 import redis
 from redis.cluster import RedisCluster
 
-from ._common import mail_element, parse_outcome, taken_back, with_mailbox
+from ._common import DRAIN, mail_element, parse_outcome, popped, taken_back, with_mailbox
 from ._thread_runtime import TIMEOUT, Driver, Keeper, _run, keeper, node
 
 
 class Mailman:
     """The connection one server's waits and kept holds share to hear from
-    the server: one thread `BLPOP`s the process's mailbox and hands each
+    the server: one thread `BLMPOP`s the process's mailbox and hands each
     element to the wait (its outcome) or the hold (`-LOST`) whose
     request-id starts it. Between two it pings the keeper, once per
     interval of the shortest-lived hold it watches: that one `PING` is all
     the watching the holds bound to the keeper cost (see `fresh`)."""
 
-    #: How long one `BLPOP` waits (seconds): the thread looks at its waits
+    #: How long one `BLMPOP` waits (seconds): the thread looks at its waits
     #: and pings the keeper between two.
     POLL = 1.0
 
@@ -45,7 +45,7 @@ class Mailman:
         #: Bumped when the mailbox connection failed (the server may have
         #: restarted and dropped every queued wait).
         self.epoch = 0
-        #: How long one `BLPOP` waits: the shortest interval of the holds
+        #: How long one `BLMPOP` waits: the shortest interval of the holds
         #: watched (a second at most).
         self.poll = self.POLL
         #: The send time of the latest read that found the mailbox empty:
@@ -113,20 +113,22 @@ class Mailman:
                     kw["socket_timeout"] = poll + TIMEOUT
                     kw["socket_connect_timeout"] = TIMEOUT
                     conn = self._pool.connection_class(**kw)
-                sent = time.monotonic()
-                got = _run(conn, ["BLPOP", self.mailbox, poll], poll + TIMEOUT)
-                if not got:
-                    # Timed out: empty until the server's timeout, which
-                    # cannot come before `poll` after the send.
-                    sent = min(sent + poll, time.monotonic())
-                elements = [got[1]] if got else []
-                while elements:
-                    # A burst (10,000 grants) is read a hundred at a time,
-                    # until a read finds the mailbox empty.
+                # Up to DRAIN at a time: fewer means the mailbox is empty
+                # now, so a burst (10,000 grants) needs no extra read.
+                command: list[Any] = ["BLMPOP", poll, 1, self.mailbox, "LEFT", "COUNT", DRAIN]
+                while True:
+                    sent = time.monotonic()
+                    got = _run(conn, command, poll + TIMEOUT)
+                    if not got and command[0] == "BLMPOP":
+                        # Timed out: empty until the server's timeout, which
+                        # cannot come before `poll` after the send.
+                        sent = min(sent + poll, time.monotonic())
+                    elements = popped(got)
                     for element in elements:
                         self._deliver(element)
-                    sent = time.monotonic()
-                    elements = _run(conn, ["LPOP", self.mailbox, 100], TIMEOUT) or []
+                    if len(elements) < DRAIN:
+                        break
+                    command = ["LMPOP", 1, self.mailbox, "LEFT", "COUNT", DRAIN]
                 self.clear_at = max(self.clear_at, sent)
                 if self.keeper.alive_at < time.monotonic() - poll:
                     self.keeper.ping()

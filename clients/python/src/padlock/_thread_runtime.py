@@ -2,7 +2,7 @@
 of them, and per server two connections of padlock's own: the keeper,
 which carries their commands (acquires, waits, renewals, releases) and
 their `KEEP` bindings, and the mailman's, on which one thread waits with
-`BLPOP` for the outcomes of every wait (`MAILBOX`). A thousand holds and
+`BLMPOP` for the outcomes of every wait (`MAILBOX`). A thousand holds and
 a thousand waits are two threads and two connections.
 
 The keeper counts its connections (`epoch`): a hold bound on an earlier

@@ -12,14 +12,16 @@ import java.util.concurrent.TimeUnit;
 /**
  * One keeper's mailbox and the thread that reads it: a wait queued with
  * {@code MAILBOX} hears its outcome here, and a hold bound with
- * {@code KEEP MAILBOX} its loss ({@code -LOST}). One {@code BLPOP} at a time
- * (bursts drained with {@code LPOP 100}), and between two a {@code PING} on
+ * {@code KEEP MAILBOX} its loss ({@code -LOST}). One {@code BLMPOP} at a time
+ * (up to {@link #DRAIN} elements each), and between two a {@code PING} on
  * the keeper: that is all the watching of every kept hold costs.
  */
 final class Mailman {
     private static final SecureRandom RANDOM = new SecureRandom();
     /** The longest one read waits (ms). */
     static final long POLL_MS = 1000;
+    /** How many mailed elements one read takes at most: fewer means it found the mailbox empty. */
+    static final int DRAIN = 100;
 
     private final Padlock pad;
     private final Keeper keeper;
@@ -117,20 +119,25 @@ final class Mailman {
                         conn = pad.driver.dedicated(route);
                     }
                     long poll = pollMs;
-                    long sent = System.nanoTime();
-                    Object got = conn.call(poll + 5000,
-                            List.of("BLPOP", mailbox, String.format(java.util.Locale.ROOT, "%.3f", poll / 1000.0)));
-                    if (got == null) {
-                        // Timed out: empty until the server's timeout, which
-                        // cannot come before `poll` after the send.
-                        sent = Math.min(sent + TimeUnit.MILLISECONDS.toNanos(poll), System.nanoTime());
-                    }
-                    List<?> elements = got == null ? List.of() : List.of(Replies.asList(got).get(1));
-                    while (!elements.isEmpty()) {
-                        elements.forEach(e -> deliver(String.valueOf(e)));
+                    // Up to DRAIN at a time: fewer means the mailbox is empty
+                    // now, so a burst needs no extra read.
+                    List<String> command = List.of("BLMPOP", String.format(java.util.Locale.ROOT, "%.3f", poll / 1000.0),
+                            "1", mailbox, "LEFT", "COUNT", Integer.toString(DRAIN));
+                    long sent;
+                    while (true) {
                         sent = System.nanoTime();
-                        Object more = conn.call(5000, List.of("LPOP", mailbox, "100"));
-                        elements = more == null ? List.of() : Replies.asList(more);
+                        Object got = conn.call(poll + 5000, command);
+                        if (got == null && command.get(0).equals("BLMPOP")) {
+                            // Timed out: empty until the server's timeout, which
+                            // cannot come before `poll` after the send.
+                            sent = Math.min(sent + TimeUnit.MILLISECONDS.toNanos(poll), System.nanoTime());
+                        }
+                        List<?> elements = got == null ? List.of() : Replies.asList(Replies.asList(got).get(1));
+                        elements.forEach(e -> deliver(String.valueOf(e)));
+                        if (elements.size() < DRAIN) {
+                            break;
+                        }
+                        command = List.of("LMPOP", "1", mailbox, "LEFT", "COUNT", Integer.toString(DRAIN));
                     }
                     clearAt = sent;
                     cleared = true;
