@@ -10,9 +10,11 @@ import java.util.function.LongFunction;
 /**
  * A mailbox wait ({@link MailWait}) that parks no thread: its future
  * completes from the mailbox reader when the outcome is mailed. Each command
- * (the queueing, a resend, the take-back) is one short call on the keeper,
- * run on the Padlock's helper threads. Cancelling the future takes the wait
- * back ({@code LOCK.CANCEL}) and gives back a grant that raced it.
+ * (the queueing, a resend, the take-back) goes out through
+ * {@link Keeper#callAsync}: on Lettuce no thread waits for its reply, on the
+ * other drivers it is one short call on the Padlock's async threads.
+ * Cancelling the future takes the wait back ({@code LOCK.CANCEL}) and gives
+ * back a grant that raced it.
  */
 final class AsyncWait {
     private final Padlock pad;
@@ -69,27 +71,30 @@ final class AsyncWait {
         CompletableFuture<String> slot = m.register(rid);
         long sentAt = System.nanoTime();
         long mailEpoch = m.epoch;
-        Keeper.Reply r;
-        try {
-            r = k.call(5000, args);
+        k.callAsync(5000, args).whenComplete((r, e) -> {
+            if (e != null) {
+                m.forget(rid);
+                Throwable cause = Replies.cause(e);
+                if (cause instanceof LinkException
+                        || cause instanceof ReplyException re && "TRYAGAIN".equals(re.code())) {
+                    again((RuntimeException) cause);
+                } else {
+                    result.completeExceptionally(cause);
+                }
+                return;
+            }
             if (result.isCancelled()) {
                 m.forget(rid);
                 takeBack(); // cancelled while it was being queued
                 return;
             }
-        } catch (LinkException e) {
-            m.forget(rid);
-            again(e);
-            return;
-        } catch (ReplyException e) {
-            m.forget(rid);
-            if ("TRYAGAIN".equals(e.code())) {
-                again(e);
-            } else {
-                result.completeExceptionally(e);
-            }
-            return;
-        }
+            queued(r, slot, sentAt, mailEpoch);
+        });
+    }
+
+    /** The keeper's answer to the queueing: the grant at once, or WAITING and its outcome mailed. */
+    private void queued(Keeper.Reply r, CompletableFuture<String> slot, long sentAt, long mailEpoch) {
+        Mailman m = k.mailman;
         if (!"WAITING".equals(String.valueOf(r.value()))) {
             m.forget(rid);
             result.complete(new SharedHold.Waited(r.value(), null, sentAt, attempt > 0,
@@ -144,6 +149,6 @@ final class AsyncWait {
         if (args.isEmpty() || !back.compareAndSet(false, true)) {
             return;
         }
-        MailWait.takeBack(pad, k, args, rid, giveBack);
+        MailWait.takeBackAsync(pad, k, args, rid, giveBack);
     }
 }

@@ -28,6 +28,15 @@ public interface Driver extends AutoCloseable {
         return true;
     }
 
+    /**
+     * Whether its links {@link Link#send} without waiting (the driver has
+     * futures of its own): then padlock's async forms hold no thread while a
+     * command is out.
+     */
+    default boolean futures() {
+        return false;
+    }
+
     /** Frees what the adapter made itself; the application's client stays open. */
     @Override
     default void close() {}

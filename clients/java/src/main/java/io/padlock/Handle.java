@@ -220,29 +220,12 @@ abstract class Handle {
         }
         h.io.lock();
         try {
-            if (h.lost()) {
-                pad.forget(h);
-                throw new LockLostException(kind.route() + " was lost by " + holder);
-            }
-            if (h.ended || h.depth == 0) {
-                throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
-            }
+            checkHeld(h, holder);
             Object r;
             try {
                 r = h.send(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
-            } catch (ReplyException e) {
-                if ("NOTHELD".equals(e.code()) || "WRONGTYPE".equals(e.code())) {
-                    h.lose(kind.route() + " was lost by " + holder + " before its release", true);
-                    pad.forget(h);
-                    throw new LockLostException(e.getMessage());
-                }
-                throw e;
-            } catch (LinkException e) {
-                // Not known whether it was released: the connection is closed,
-                // so nothing keeps the lease; it runs out within one ttl.
-                h.lose("the release of " + kind.route() + " by " + holder + " got no answer");
-                pad.forget(h);
-                throw e;
+            } catch (RuntimeException e) {
+                throw releaseFailed(h, holder, e);
             }
             if (released(h, r, units)) {
                 h.finish(true);
@@ -250,6 +233,33 @@ abstract class Handle {
         } finally {
             h.io.unlock();
         }
+    }
+
+    /** What a release may be asked of (caller holds io): throws when there is nothing to release. */
+    private void checkHeld(SharedHold h, String holder) {
+        if (h.lost()) {
+            pad.forget(h);
+            throw new LockLostException(kind.route() + " was lost by " + holder);
+        }
+        if (h.ended || h.depth == 0) {
+            throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
+        }
+    }
+
+    /** What a failed release means for the hold (caller holds io), and what to throw. */
+    private RuntimeException releaseFailed(SharedHold h, String holder, Throwable e) {
+        if (e instanceof ReplyException r && ("NOTHELD".equals(r.code()) || "WRONGTYPE".equals(r.code()))) {
+            h.lose(kind.route() + " was lost by " + holder + " before its release", true);
+            pad.forget(h);
+            return new LockLostException(r.getMessage());
+        }
+        if (e instanceof LinkException) {
+            // Not known whether it was released: the connection is closed,
+            // so nothing keeps the lease; it runs out within one ttl.
+            h.lose("the release of " + kind.route() + " by " + holder + " got no answer");
+            pad.forget(h);
+        }
+        return e instanceof RuntimeException r ? r : new LinkException(String.valueOf(e), e);
     }
 
     /**
@@ -307,10 +317,40 @@ abstract class Handle {
         return out;
     }
 
-    /** {@link #give} on one of padlock's threads; the holder is the calling thread's, taken now. */
+    /**
+     * {@link #give}, the holder the calling thread's (taken now). On a driver
+     * with futures ({@link Driver#futures}) no thread waits for the reply:
+     * the hold's io is taken here and given back once the reply is counted
+     * in. A hold busy right now (its round, another call), and the other
+     * drivers, release on one of padlock's async threads.
+     */
     final CompletableFuture<Void> giveAsync(long units) {
         String holder = holder();
-        return CompletableFuture.runAsync(() -> give(holder, units), pad.async);
+        SharedHold h = pad.existing(kind, holder);
+        if (h == null || !pad.driver.futures() || !h.io.tryLock()) {
+            return CompletableFuture.runAsync(() -> give(holder, units), pad.async);
+        }
+        CompletableFuture<Object> reply;
+        try {
+            checkHeld(h, holder);
+            reply = h.sendAsync(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
+        } catch (RuntimeException e) {
+            h.io.unlock();
+            return CompletableFuture.failedFuture(e);
+        }
+        return reply.handle((r, e) -> {
+            try {
+                if (e != null) {
+                    throw releaseFailed(h, holder, Replies.cause(e));
+                }
+                if (released(h, r, units)) {
+                    h.finish(true);
+                }
+                return null;
+            } finally {
+                h.io.unlock();
+            }
+        });
     }
 
     /** The hold of the calling thread's holder, or null. */

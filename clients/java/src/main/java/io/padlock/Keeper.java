@@ -20,7 +20,7 @@ final class Keeper {
     /** A key the node serves: what the driver routes the connection by. */
     private final String route;
     private Link link;
-    private long epoch;
+    private volatile long epoch;
     /** The async waits queued on this epoch's connection ({@link #queuedOn}). */
     private final java.util.Set<CompletableFuture<String>> queued = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** The send time (nanoTime) of the latest command answered on this epoch's connection. */
@@ -53,6 +53,55 @@ final class Keeper {
         } catch (LinkException e) {
             reset();
             throw e;
+        }
+    }
+
+    /**
+     * {@link #call} without a thread waiting for the reply where the driver
+     * has futures ({@link Driver#futures}): sent now, in order with every
+     * other command on the connection, and what follows the reply runs on
+     * the Padlock's reply thread, never on the driver's I/O thread (which
+     * must never wait for a keeper). Otherwise it runs on the async threads.
+     */
+    CompletableFuture<Reply> callAsync(long timeoutMs, List<String> args) {
+        if (!pad.driver.futures()) {
+            return CompletableFuture.supplyAsync(() -> call(timeoutMs, args), pad.async);
+        }
+        CompletableFuture<Object> reply;
+        long sentEpoch;
+        long sent;
+        synchronized (this) {
+            try {
+                if (link == null) {
+                    link = pad.driver.dedicated(route);
+                }
+            } catch (RuntimeException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+            sentEpoch = epoch;
+            sent = System.nanoTime();
+            reply = link.send(timeoutMs, args);
+        }
+        return reply.handleAsync((value, e) -> {
+            if (e == null) {
+                if (sentEpoch == epoch && (!alive || sent - aliveAt > 0)) {
+                    aliveAt = sent;
+                    alive = true;
+                }
+                return new Reply(value, sentEpoch);
+            }
+            Throwable cause = Replies.cause(e);
+            if (cause instanceof LinkException) {
+                resetIf(sentEpoch);
+            }
+            throw cause instanceof RuntimeException r ? r : new LinkException(String.valueOf(cause), cause);
+        }, pad.replies);
+    }
+
+    /** {@link #reset}, unless the connection of {@code sentEpoch} is gone already. */
+    private synchronized void resetIf(long sentEpoch) {
+        if (epoch == sentEpoch) {
+            reset();
         }
     }
 

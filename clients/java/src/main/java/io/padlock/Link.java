@@ -30,6 +30,18 @@ public interface Link extends AutoCloseable {
     Object call(long timeoutMs, List<String> args);
 
     /**
+     * Sends one command without waiting for its reply, where the driver has
+     * futures of its own ({@link Driver#futures}): the future completes with
+     * the reply, or fails with a {@link ReplyException} or a
+     * {@link LinkException} (a timeout discards the connection). Commands go
+     * out in the order they are sent; the future may complete on the
+     * driver's I/O thread, which must never wait on padlock.
+     */
+    default CompletableFuture<Object> send(long timeoutMs, List<String> args) {
+        throw new UnsupportedOperationException("this driver sends and waits");
+    }
+
+    /**
      * The same, interruptibly: an interrupt closes the connection (so the
      * server drops a wait on it at once) and throws. The default runs the call
      * on {@code helper}; drivers with their own futures override it.

@@ -122,28 +122,63 @@ final class MailWait {
 
     /** The caller stopped waiting: the request leaves its queue, and a grant it already had is given back. */
     static void takeBack(Padlock pad, Keeper k, List<String> args, String rid, List<String> giveBack) {
-        boolean multi = args.get(0).equalsIgnoreCase("LOCK.MACQUIRE");
-        String key = multi ? args.get(2) : args.get(1);
-        String holder = multi ? args.get(2 + Integer.parseInt(args.get(1))) : args.get(2);
         boolean interrupted = Thread.interrupted();
         try {
-            Object cancelled = k.call(5000, List.of("LOCK.CANCEL", key, holder, rid)).value();
-            if (Long.valueOf(1).equals(cancelled)) {
+            if (Long.valueOf(1).equals(k.call(5000, cancelOf(args, rid)).value())) {
                 return;
             }
-            List<String> probe = new ArrayList<>(args);
-            probe.set(probe.indexOf("BLOCK") + 1, "1");
-            Object got = k.call(5000, probe).value();
-            if (got != null && !"WAITING".equals(String.valueOf(got))) {
-                pad.log("an interrupted wait on " + key + " was granted meanwhile: given back");
+            if (grantedMeanwhile(pad, args, k.call(5000, probeOf(args)).value())) {
                 k.call(5000, giveBack);
             }
         } catch (RuntimeException e) {
-            pad.log("could not take back an interrupted wait on " + key + ": " + e);
+            cannotTakeBack(pad, args, e);
         } finally {
             if (interrupted) {
                 Thread.currentThread().interrupt();
             }
         }
+    }
+
+    /** {@link #takeBack} without a thread waiting for its replies ({@link Keeper#callAsync}). */
+    static CompletableFuture<Void> takeBackAsync(Padlock pad, Keeper k, List<String> args, String rid,
+            List<String> giveBack) {
+        CompletableFuture<Void> done = CompletableFuture.completedFuture(null);
+        return k.callAsync(5000, cancelOf(args, rid))
+                .thenCompose(cancelled -> Long.valueOf(1).equals(cancelled.value()) ? done
+                        : k.callAsync(5000, probeOf(args)).thenCompose(got ->
+                                grantedMeanwhile(pad, args, got.value())
+                                        ? k.callAsync(5000, giveBack).thenApply(r -> (Void) null)
+                                        : done))
+                .exceptionally(e -> {
+                    cannotTakeBack(pad, args, Replies.cause(e));
+                    return null;
+                });
+    }
+
+    /** {@code LOCK.CANCEL key holder request-id} for a queued request. */
+    private static List<String> cancelOf(List<String> args, String rid) {
+        boolean multi = args.get(0).equalsIgnoreCase("LOCK.MACQUIRE");
+        String key = multi ? args.get(2) : args.get(1);
+        String holder = multi ? args.get(2 + Integer.parseInt(args.get(1))) : args.get(2);
+        return List.of("LOCK.CANCEL", key, holder, rid);
+    }
+
+    /** The request again with its id, waiting 1 ms: it answers the grant it had, if any. */
+    private static List<String> probeOf(List<String> args) {
+        List<String> probe = new ArrayList<>(args);
+        probe.set(probe.indexOf("BLOCK") + 1, "1");
+        return probe;
+    }
+
+    private static boolean grantedMeanwhile(Padlock pad, List<String> args, Object got) {
+        if (got == null || "WAITING".equals(String.valueOf(got))) {
+            return false;
+        }
+        pad.log("an interrupted wait on " + cancelOf(args, "").get(1) + " was granted meanwhile: given back");
+        return true;
+    }
+
+    private static void cannotTakeBack(Padlock pad, List<String> args, Throwable e) {
+        pad.log("could not take back an interrupted wait on " + cancelOf(args, "").get(1) + ": " + e);
     }
 }

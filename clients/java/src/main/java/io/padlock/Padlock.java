@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -45,6 +46,12 @@ public final class Padlock implements AutoCloseable {
      * waits queued at once are two threads, not a thousand.
      */
     final ExecutorService async;
+    /**
+     * What follows a reply sent without waiting ({@link Keeper#callAsync}):
+     * never on the driver's I/O thread, and never behind an async thread
+     * that waits for a hold's io, which such a reply may be the one to free.
+     */
+    final ExecutorService replies;
     private final String id;
     private final long ttlMs;
     private final Consumer<String> log;
@@ -65,6 +72,7 @@ public final class Padlock implements AutoCloseable {
         this.scheduler.setRemoveOnCancelPolicy(true);
         this.helper = Executors.newCachedThreadPool(daemons("padlock-wait"));
         this.async = Executors.newFixedThreadPool(2, daemons("padlock-async"));
+        this.replies = Executors.newSingleThreadExecutor(daemons("padlock-reply"));
     }
 
     /** On Jedis: a {@code JedisPooled}, {@code RedisClient}, {@code JedisCluster} or {@code RedisClusterClient}. */
@@ -151,6 +159,7 @@ public final class Padlock implements AutoCloseable {
         scheduler.shutdownNow();
         helper.shutdownNow();
         async.shutdownNow();
+        replies.shutdownNow();
         driver.close();
     }
 
@@ -217,6 +226,38 @@ public final class Padlock implements AutoCloseable {
         }
     }
 
+    /**
+     * {@link #resend} without a thread waiting: each try is
+     * {@link Keeper#callAsync}, the pauses between them the scheduler's.
+     */
+    CompletableFuture<Keeper.Reply> resendAsync(Keeper k, List<String> sent, long deadline) {
+        CompletableFuture<Keeper.Reply> out = new CompletableFuture<>();
+        resendAsync(k, sent, deadline, 0, out);
+        return out;
+    }
+
+    private void resendAsync(Keeper k, List<String> sent, long deadline, int attempt,
+            CompletableFuture<Keeper.Reply> out) {
+        long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+        k.callAsync(Math.max(left, 50), sent).whenComplete((r, e) -> {
+            if (e == null) {
+                out.complete(r);
+                return;
+            }
+            Throwable cause = Replies.cause(e);
+            long ms = pauseMs(attempt, deadline);
+            if (!(cause instanceof LinkException) || ms < 0) {
+                out.completeExceptionally(cause);
+                return;
+            }
+            try {
+                scheduler.schedule(() -> resendAsync(k, sent, deadline, attempt + 1, out), ms, TimeUnit.MILLISECONDS);
+            } catch (java.util.concurrent.RejectedExecutionException closed) {
+                out.completeExceptionally(cause);
+            }
+        });
+    }
+
     List<String> withId(List<String> args) {
         List<String> out = new ArrayList<>(args.size() + 2);
         out.addAll(args);
@@ -234,18 +275,26 @@ public final class Padlock implements AutoCloseable {
      * past {@code deadline}; false when no time is left.
      */
     static boolean pause(int attempt, long deadline) {
-        long left = deadline - System.nanoTime();
-        if (left <= 0) {
+        long ms = pauseMs(attempt, deadline);
+        if (ms < 0) {
             return false;
         }
-        long ms = Math.min(500, 20L << Math.min(attempt, 5));
         try {
-            Thread.sleep(Math.min(ms, Math.max(1, TimeUnit.NANOSECONDS.toMillis(left))));
+            Thread.sleep(ms);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return false;
         }
         return true;
+    }
+
+    /** How long to pause before resend {@code attempt}; -1 when no time is left. */
+    static long pauseMs(int attempt, long deadline) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+            return -1;
+        }
+        return Math.min(Math.min(500, 20L << Math.min(attempt, 5)), Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
     }
 
     private static String hex(int bytes) {

@@ -31,6 +31,11 @@ final class Replies {
         throw new PadlockException("expected an integer reply, got " + v);
     }
 
+    /** What a future failed with, out of the {@code CompletionException} around it. */
+    static Throwable cause(Throwable e) {
+        return e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
+    }
+
     static List<?> asList(Object v) {
         if (v instanceof List<?> l) {
             return l;

@@ -5,7 +5,6 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongFunction;
 
 /**
@@ -29,7 +28,7 @@ final class SharedHold {
     volatile long ttlMs;
 
     /** Guards every send of the hold, and the counts below. */
-    final ReentrantLock io = new ReentrantLock();
+    final IoLock io = new IoLock();
     final Keeper keeper;
     /** The keeper's epoch the lease was bound ({@code KEEP}) on, or -1. */
     private long boundEpoch = -1;
@@ -120,6 +119,11 @@ final class SharedHold {
             mailbound = mail;
         }
         return r.value();
+    }
+
+    /** {@link #send} without a thread waiting for the reply, for a command that binds nothing (a release). */
+    java.util.concurrent.CompletableFuture<Object> sendAsync(List<String> args, long deadline) {
+        return pad.resendAsync(keeper, pad.withId(args), deadline).thenApply(Keeper.Reply::value);
     }
 
     private void watchLosses(String rid) {

@@ -113,6 +113,57 @@ class RedissonShapeTest extends OnServer {
         assertFalse(first.isLocked());
     }
 
+    /**
+     * On Lettuce no thread waits for an async command's reply: with the
+     * server holding back writes, every lockAsync's queueing and then every
+     * unlockAsync's release is out on the keeper's connection at once (a
+     * thread per command would send them one at a time: the keeper is one
+     * connection), and all complete once the server answers.
+     */
+    @org.junit.jupiter.api.Test
+    void asyncCommandsAreOutAtOnceOnLettuce() throws Exception {
+        Padlock p = pad("lettuce");
+        PadlockLock warm = p.getLock("warm").withHolder("x");
+        warm.lock(); // the keeper and the mailbox reader connected
+        warm.unlock();
+        int n = 50;
+        java.util.List<PadlockLock> locks = new java.util.ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            locks.add(p.getLock("a:" + i).withHolder("h" + i));
+        }
+        java.util.List<CompletableFuture<?>> taken = new java.util.ArrayList<>();
+        srv.raw("CLIENT", "PAUSE", "700", "WRITE");
+        locks.forEach(l -> taken.add(l.lockAsync()));
+        assertTrue(pendingBytes() > 20 * 60, "every queueing out at once");
+        assertTrue(taken.stream().noneMatch(CompletableFuture::isDone));
+        CompletableFuture.allOf(taken.toArray(new CompletableFuture<?>[0])).get(10, TimeUnit.SECONDS);
+        assertEquals(Long.valueOf(n), srv.raw("DBSIZE"));
+        java.util.List<CompletableFuture<Void>> given = new java.util.ArrayList<>();
+        srv.raw("CLIENT", "PAUSE", "700", "WRITE");
+        locks.forEach(l -> given.add(l.unlockAsync()));
+        assertTrue(pendingBytes() > 20 * 40, "every release out at once");
+        assertTrue(given.stream().noneMatch(CompletableFuture::isDone));
+        CompletableFuture.allOf(given.toArray(new CompletableFuture<?>[0])).get(10, TimeUnit.SECONDS);
+        assertEquals(Long.valueOf(0), srv.raw("DBSIZE"));
+        assertTrue(locks.stream().noneMatch(PadlockLock::isLocked));
+    }
+
+    /** The most bytes sent by one client that the (paused) server has not read as commands yet, within 500 ms. */
+    private static long pendingBytes() throws InterruptedException {
+        long most = 0;
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
+        while (System.nanoTime() < end && most < 20 * 60) {
+            for (String line : Servers.text(srv.raw("CLIENT", "LIST")).split("\n")) {
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile(" qbuf=(\\d+)").matcher(line);
+                if (m.find()) {
+                    most = Math.max(most, Long.parseLong(m.group(1)));
+                }
+            }
+            Thread.sleep(5);
+        }
+        return most;
+    }
+
     /** Cancelling a pending lockAsync leaves the queue; the lock is never left with it. */
     @org.junit.jupiter.api.Test
     void cancellingAPendingFutureLeavesTheQueue() throws Exception {

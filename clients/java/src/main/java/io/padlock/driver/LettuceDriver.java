@@ -24,9 +24,13 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * Lettuce: connections of padlock's own (a Lettuce connection is shared by
@@ -64,6 +68,11 @@ public final class LettuceDriver implements Driver {
     @Override
     public boolean mailbox() {
         return cluster == null;
+    }
+
+    @Override
+    public boolean futures() {
+        return true;
     }
 
     @Override
@@ -157,17 +166,17 @@ public final class LettuceDriver implements Driver {
             synchronized (this) {
                 f = dispatch(timeoutMs, args);
             }
-            long end = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
             boolean interrupted = false;
             try {
                 while (true) {
                     try {
                         long left = end - System.nanoTime();
                         return timeoutMs <= 0 ? f.get()
-                                : f.get(Math.max(0, left), java.util.concurrent.TimeUnit.NANOSECONDS);
+                                : f.get(Math.max(0, left), TimeUnit.NANOSECONDS);
                     } catch (InterruptedException e) {
                         interrupted = true;
-                    } catch (java.util.concurrent.TimeoutException e) {
+                    } catch (TimeoutException e) {
                         discard();
                         throw new LinkException("no reply within " + timeoutMs + " ms", e);
                     } catch (java.util.concurrent.ExecutionException e) {
@@ -182,6 +191,40 @@ public final class LettuceDriver implements Driver {
                     Thread.currentThread().interrupt();
                 }
             }
+        }
+
+        @Override
+        public CompletableFuture<Object> send(long timeoutMs, List<String> args) {
+            RedisFuture<Object> f;
+            try {
+                synchronized (this) {
+                    f = dispatch(timeoutMs, args);
+                }
+            } catch (LinkException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+            CompletableFuture<Object> reply = new CompletableFuture<>();
+            f.whenComplete((v, e) -> {
+                if (e == null) {
+                    reply.complete(v);
+                } else {
+                    reply.completeExceptionally(failure(e instanceof CompletionException
+                            && e.getCause() != null ? e.getCause() : e));
+                }
+            });
+            if (timeoutMs > 0) {
+                reply.orTimeout(timeoutMs, TimeUnit.MILLISECONDS);
+            }
+            return reply.handle((v, e) -> {
+                if (e instanceof TimeoutException) {
+                    discard();
+                    throw new LinkException("no reply within " + timeoutMs + " ms", e);
+                }
+                if (e != null) {
+                    throw e instanceof RuntimeException r ? r : new LinkException(String.valueOf(e), e);
+                }
+                return v;
+            });
         }
 
         @Override
