@@ -12,6 +12,7 @@ from ._common import (
     NotAcquiredError,
     NotHeldError,
     PadlockError,
+    Replicas,
     new_holder,
     to_dot,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "NotHeldError",
     "PadlockError",
     "ReadWriteLock",
+    "Replicas",
     "RwHold",
     "Semaphore",
     "current_holder",

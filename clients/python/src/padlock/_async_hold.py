@@ -6,6 +6,7 @@ differently comes from the runtime (`rt`)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import warnings
 import weakref
@@ -15,7 +16,7 @@ import redis
 
 from . import _asyncio_mail as mail
 from . import _asyncio_runtime as rt
-from ._common import LockLostError, NotAcquiredError, NotHeldError, is_try_again, to_ms, translate
+from ._common import LockLostError, NotAcquiredError, NotHeldError, Replicas, is_try_again, to_ms, translate
 from ._holders import COUNTS, current_holder
 from ._kinds import Commands
 from ._retry import (
@@ -34,6 +35,9 @@ class HoldCore(Commands):
     """The life of one hold up to its watching: acquire, release, the
     calls that carry them. `_async_watch.Hold` adds the renewal and loss."""
     cancel_on_loss = True  # aio
+    #: Grants that wait for replicas (`replicas=`; see `Replicas`).
+    replicas: Optional[Replicas] = None
+    _giving_back = False
 
     def __init__(
         self,
@@ -86,6 +90,9 @@ class HoldCore(Commands):
         # while it is still the keeper's, the server renews the lease and
         # the watcher only reads.
         self._bound_epoch = -1
+        # The keeper's epoch its latest write of this hold went out on: a
+        # `WAIT` there counts from it (`_on_replicas`).
+        self._written_epoch = -1
         # The binding names the mailbox (`KEEP MAILBOX`): its loss is mailed
         # (`_heard_lost`), and the mailman's one PING per interval is all
         # its watching costs. The request-ids it may be mailed under, and
@@ -123,6 +130,7 @@ class HoldCore(Commands):
                     await self._watch_losses(args[args.index("ID") + 1] if "ID" in args else None)
                 if not wait:
                     reply, epoch = await k.call(args, limit)
+                    self._written_epoch = epoch
                     if "KEEP" in args:
                         self._bound_epoch = epoch
                         self._box[0] = k
@@ -135,6 +143,7 @@ class HoldCore(Commands):
                 self._granted_bound = on is not None and reply is not None and "KEEP" in args
                 if self._granted_bound and on is not None:
                     self._bound_epoch, self._box[0], self._mailbound = on, k, True
+                    self._written_epoch = on
                 return reply
             except redis.ResponseError as e:
                 raise translate(e) from None
@@ -296,7 +305,45 @@ class HoldCore(Commands):
                 with contextlib.suppress(Exception):
                     await self.release()
                 raise
+        if self._depth == 1 and not await self._on_replicas("acquire"):
+            return None
         return reply
+
+    async def _on_replicas(self, what: str) -> bool:
+        """Whether enough replicas have the grant (or the release) just
+        made (see `Replicas`); a grant short of them is given back, unless
+        the user chose "warn"."""
+        want = self.replicas
+        if want is None or self._giving_back:
+            return True
+        got, why = 0, "no connection to ask on"
+        try:
+            if what == "acquire" and (self._keeper is None or self._written_epoch != self._keeper.epoch):
+                # Granted on another connection (mailed, or before a
+                # reconnect): a write here after the grant, which WAIT
+                # counts from.
+                await self.renew()
+            k = self._keeper
+            if k is not None:
+                got = want.counted([(await k.call(cmd, want.timeout + rt.TIMEOUT))[0]
+                                    for cmd in want.wait_commands()])
+                why = f"{got} of {want.count} replicas had it within {want.timeout}s"
+        except (redis.RedisError, OSError) as e:
+            got, why = 0, f"the replicas could not be asked ({e})"
+        if got >= want.count:
+            return True
+        log = logging.getLogger("padlock")
+        if what == "release" or want.on_shortfall == "warn":
+            log.warning("%s of %s by %s: %s", what, self.key, self.holder, why)
+            return True
+        log.warning("%s: granted to %s, but %s: released", self.key, self.holder, why)
+        self._giving_back = True
+        try:
+            with contextlib.suppress(Exception):
+                await self.release()
+        finally:
+            self._giving_back = False
+        return False
 
     async def release(self) -> None:
         """Gives back one hold. `NotHeldError` when it was lost (or never
@@ -318,6 +365,7 @@ class HoldCore(Commands):
         self._depth = max(0, self._depth - 1)
         others = COUNTS.gave(self.key, self.holder)
         if self._released_all(reply):
+            await self._on_replicas("release")
             await self._end()
         elif self._depth == 0 and others:
             # Other objects of this holder still hold the key: this one is

@@ -35,6 +35,56 @@ class LockLostError(PadlockError):
     """The lease ran out or the key was removed while the work went on."""
 
 
+@dataclass(frozen=True)
+class Replicas:
+    """Grants that wait for replicas (`replicas=` on every lock): a fresh
+    acquire is reported only once `count` replicas have it (`WAIT count
+    timeout`, and with `aof` also `WAITAOF 0 count timeout`), so that a
+    failover within that time cannot hand the lock to another holder.
+    Short of that, `on_shortfall="release"` gives the hold back and the
+    acquire fails as a timed-out one does; `"warn"` keeps it and logs. A
+    final release waits the same way and logs a shortfall (a release not
+    yet on a replica errs on the safe side: the key looks held there).
+
+    The `WAIT` runs on the process's shared connection: while a replica
+    lags it holds that connection up to `timeout`."""
+
+    count: int = 1
+    timeout: float = 0.5
+    on_shortfall: str = "release"
+    aof: bool = False
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ValueError("replicas: count must be at least 1")
+        if self.timeout <= 0:
+            raise ValueError("replicas: timeout must be positive (WAIT 0 would wait for ever)")
+        if self.on_shortfall not in ("release", "warn"):
+            raise ValueError('replicas: on_shortfall is "release" or "warn"')
+
+    @staticmethod
+    def of(value: "int | Replicas | None") -> "Optional[Replicas]":
+        """`replicas=1` is `Replicas(1)`; 0 or None: no waiting."""
+        if value is None or isinstance(value, Replicas):
+            return value
+        return Replicas(value) if value else None
+
+    def wait_commands(self) -> list[list[Any]]:
+        ms = max(1, int(self.timeout * 1000))
+        out: list[list[Any]] = [["WAIT", self.count, ms]]
+        if self.aof:
+            out.append(["WAITAOF", 0, self.count, ms])
+        return out
+
+    def counted(self, replies: Sequence[Any]) -> int:
+        """How many replicas have every write so far, by the replies to
+        `wait_commands` (WAITAOF answers `[local, replicas]`)."""
+        n = int(replies[0])
+        if self.aof and len(replies) > 1:
+            n = min(n, int(replies[1][1]))
+        return n
+
+
 def new_holder() -> str:
     """A random 128-bit holder id: two processes never share one."""
     return secrets.token_hex(16)

@@ -41,7 +41,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from . import _asyncio_runtime as rt
 from ._async_watch import Hold as _Hold
-from ._common import Edge, Hot, as_map, as_str, parse_graph, parse_top
+from ._common import Edge, Hot, Replicas, as_map, as_str, parse_graph, parse_top
 from ._holders import current_holder
 from ._kinds import LockCommands, MultiLockCommands, RwCommands, SemaphoreCommands
 
@@ -66,8 +66,10 @@ class Lock(LockCommands, _Hold):
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,  # aio
+        replicas: "int | Replicas | None" = None,
     ) -> None:
         _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, renew, max_hold)
+        self.replicas = Replicas.of(replicas)
         self.cancel_on_loss = cancel_on_loss  # aio
         self.blocking_timeout = blocking_timeout
         self.key = key
@@ -117,8 +119,10 @@ class Semaphore(SemaphoreCommands, _Hold):
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,  # aio
+        replicas: "int | Replicas | None" = None,
     ) -> None:
         _Hold.__init__(self, client, key, holder, ttl, keep, on_lost, renew, max_hold)
+        self.replicas = Replicas.of(replicas)
         self.cancel_on_loss = cancel_on_loss  # aio
         self.blocking_timeout = blocking_timeout
         self.key, self.limit, self.permits = key, limit, permits
@@ -156,8 +160,10 @@ class MultiLock(MultiLockCommands, _Hold):
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,  # aio
+        replicas: "int | Replicas | None" = None,
     ) -> None:
         _Hold.__init__(self, client, keys[0], holder, ttl, keep, on_lost, renew, max_hold)
+        self.replicas = Replicas.of(replicas)
         self.cancel_on_loss = cancel_on_loss  # aio
         self.blocking_timeout = blocking_timeout
         self.keys = list(keys)
@@ -182,6 +188,7 @@ class RwHold(RwCommands, _Hold):
     def __init__(self, rw: "ReadWriteLock", mode: str) -> None:
         _Hold.__init__(self, rw._client, rw.key, rw._own_holder, rw.ttl, rw.keep, rw.on_lost,
                        rw.renews, rw.max_hold)
+        self.replicas = rw.replicas
         self.cancel_on_loss = rw.cancel_on_loss  # aio
         self.blocking_timeout = rw.blocking_timeout
         self.key, self.mode = rw.key, mode
@@ -218,12 +225,14 @@ class ReadWriteLock:
         blocking_timeout: Optional[float] = None,
         on_lost: Optional[Callable[[_Hold], None]] = None,
         cancel_on_loss: bool = True,  # aio
+        replicas: "int | Replicas | None" = None,
     ) -> None:
         self._client, self.key, self.ttl = client, key, ttl
         self._own_holder = holder
         self.keep, self.on_lost = keep, on_lost
         self.cancel_on_loss = cancel_on_loss  # aio
         self.renews, self.max_hold = renew, max_hold
+        self.replicas = Replicas.of(replicas)
         self.blocking_timeout = blocking_timeout
         self._read = RwHold(self, "READ")
         self._write = RwHold(self, "WRITE")

@@ -98,42 +98,90 @@ abstract class Handle {
 
     /** One try on the keeper: true when granted, null when not (yet). */
     private Boolean tryNow(String holder, long units) {
-        List<String> now = new ArrayList<>(acquireArgs(holder, units));
-        if (!plain) {
-            now.add("KEEP");
-        }
         SharedHold first = locked(holder);
         try {
             long sent = System.nanoTime();
             Object r;
             try {
-                r = first.send(now, sent + TimeUnit.MILLISECONDS.toNanos(Math.min(ttlMs, 5000)));
-            } catch (ReplyException e) {
-                if (!"TRYAGAIN".equals(e.code())) {
-                    giveBackIfIdle(first);
-                    throw Handle.translate(e);
-                }
-                r = null; // a restart grace: a wait is served once it ends
+                r = first.send(tryArgs(holder, units), sent + TimeUnit.MILLISECONDS.toNanos(Math.min(ttlMs, 5000)));
             } catch (RuntimeException e) {
-                giveBackIfIdle(first);
-                throw e;
+                return tried(first, units, sent, null, e);
             }
-            if (r != null) {
-                took(first, r, units);
-                first.listen(onLost);
-                if (plain) {
-                    first.grantedPlain(sent, ttlMs);
-                } else {
-                    first.ttlMs = ttlMs;
-                    first.granted(sent);
-                }
-                return true;
-            }
-            giveBackIfIdle(first);
+            return tried(first, units, sent, r, null);
         } finally {
             first.io.unlock();
         }
-        return null;
+    }
+
+    /**
+     * {@link #tryNow} without a thread waiting for the reply (a driver with
+     * futures): the hold's io is taken here and given back once the reply is
+     * counted in. Null when the hold is busy right now: then the caller tries
+     * the slow way.
+     */
+    private CompletableFuture<Boolean> tryNowAsync(String holder, long units) {
+        SharedHold first = pad.hold(kind, holder, ttlMs);
+        if (!first.io.tryLock()) {
+            return null;
+        }
+        if (first.ended || first.plainRanOut()) {
+            first.io.unlock(); // a hold just ending: the slow way takes a new one
+            return null;
+        }
+        long sent = System.nanoTime();
+        CompletableFuture<Object> reply;
+        try {
+            reply = first.sendAsync(tryArgs(holder, units), sent + TimeUnit.MILLISECONDS.toNanos(Math.min(ttlMs, 5000)));
+        } catch (RuntimeException e) {
+            giveBackIfIdle(first);
+            first.io.unlock();
+            return CompletableFuture.failedFuture(e);
+        }
+        return reply.handle((r, e) -> {
+            try {
+                return Boolean.TRUE.equals(tried(first, units, sent, r, e == null ? null : Replies.cause(e)));
+            } finally {
+                first.io.unlock();
+            }
+        });
+    }
+
+    private List<String> tryArgs(String holder, long units) {
+        List<String> now = new ArrayList<>(acquireArgs(holder, units));
+        if (!plain) {
+            now.add("KEEP");
+        }
+        return now;
+    }
+
+    /**
+     * A try's reply (or what it failed with) counted into the hold (caller
+     * holds io): true when granted, null when not (yet).
+     */
+    private Boolean tried(SharedHold first, long units, long sent, Object r, Throwable failed) {
+        if (failed != null) {
+            if (!(failed instanceof ReplyException re) || !"TRYAGAIN".equals(re.code())) {
+                giveBackIfIdle(first);
+                if (failed instanceof ReplyException re) {
+                    throw Handle.translate(re);
+                }
+                throw failed instanceof RuntimeException e ? e : new LinkException(String.valueOf(failed), failed);
+            }
+            r = null; // a restart grace: a wait is served once it ends
+        }
+        if (r == null) {
+            giveBackIfIdle(first);
+            return null;
+        }
+        took(first, r, units);
+        first.listen(onLost);
+        if (plain) {
+            first.grantedPlain(sent, ttlMs);
+        } else {
+            first.ttlMs = ttlMs;
+            first.granted(sent);
+        }
+        return true;
     }
 
     private boolean waitFor(String holder, long units, long deadline, boolean forever, boolean interruptibly)
@@ -267,12 +315,17 @@ abstract class Handle {
      * through the mailbox, its future completes from the mailbox reader. The
      * holder is the calling thread's (or the explicit one), taken now.
      * Cancelling the future leaves the server's queue, and a grant that raced
-     * the cancel is given back. In a cluster (no mailbox), and for a try
-     * ({@code waitMs == 0}), the call runs on one of padlock's threads.
+     * the cancel is given back. A try ({@code waitMs == 0}) on a driver with
+     * futures holds no thread either; in a cluster (no mailbox), and for a
+     * try on the other drivers, the call runs on one of padlock's threads.
      */
     final CompletableFuture<Boolean> takeAsync(long units, long waitMs) {
         String holder = holder();
         Keeper k = pad.keeper(kind.route());
+        CompletableFuture<Boolean> quick = waitMs == 0 && pad.driver.futures() ? tryNowAsync(holder, units) : null;
+        if (quick != null) {
+            return quick;
+        }
         if (k.mailman == null || waitMs == 0) {
             return CompletableFuture.supplyAsync(() -> {
                 try {

@@ -107,23 +107,32 @@ final class SharedHold {
      * command binds the lease to the keeper's connection.
      */
     Object send(List<String> args, long deadline) {
-        List<String> withId = pad.withId(args);
-        boolean keep = withId.contains("KEEP");
-        boolean mail = keep && withId.contains("MAILBOX");
-        if (mail && keeper.mailman != null) {
-            watchLosses(withId.get(withId.size() - 1));
-        }
-        Keeper.Reply r = Padlock.resend(keeper, withId, deadline);
-        if (keep) {
-            boundEpoch = r.epoch();
-            mailbound = mail;
-        }
-        return r.value();
+        List<String> withId = prepared(args);
+        return bound(withId, Padlock.resend(keeper, withId, deadline));
     }
 
-    /** {@link #send} without a thread waiting for the reply, for a command that binds nothing (a release). */
+    /** {@link #send} without a thread waiting for the reply ({@link Keeper#callAsync}); io stays the caller's. */
     java.util.concurrent.CompletableFuture<Object> sendAsync(List<String> args, long deadline) {
-        return pad.resendAsync(keeper, pad.withId(args), deadline).thenApply(Keeper.Reply::value);
+        List<String> withId = prepared(args);
+        return pad.resendAsync(keeper, withId, deadline).thenApply(r -> bound(withId, r));
+    }
+
+    /** The command with its request-id; a loss mailed under that id is heard. */
+    private List<String> prepared(List<String> args) {
+        List<String> withId = pad.withId(args);
+        if (keeper.mailman != null && withId.contains("KEEP") && withId.contains("MAILBOX")) {
+            watchLosses(withId.get(withId.size() - 1));
+        }
+        return withId;
+    }
+
+    /** A reply to {@code sent}: a {@code KEEP} command bound the lease to the connection it went on. */
+    private Object bound(List<String> sent, Keeper.Reply r) {
+        if (sent.contains("KEEP")) {
+            boundEpoch = r.epoch();
+            mailbound = sent.contains("MAILBOX");
+        }
+        return r.value();
     }
 
     private void watchLosses(String rid) {

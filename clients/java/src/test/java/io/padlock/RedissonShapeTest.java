@@ -115,8 +115,9 @@ class RedissonShapeTest extends OnServer {
 
     /**
      * On Lettuce no thread waits for an async command's reply: with the
-     * server holding back writes, every lockAsync's queueing and then every
-     * unlockAsync's release is out on the keeper's connection at once (a
+     * server holding back writes, every lockAsync's queueing, every
+     * unlockAsync's release and every tryLockAsync is out on the keeper's
+     * connection at once (a
      * thread per command would send them one at a time: the keeper is one
      * connection), and all complete once the server answers.
      */
@@ -146,6 +147,17 @@ class RedissonShapeTest extends OnServer {
         CompletableFuture.allOf(given.toArray(new CompletableFuture<?>[0])).get(10, TimeUnit.SECONDS);
         assertEquals(Long.valueOf(0), srv.raw("DBSIZE"));
         assertTrue(locks.stream().noneMatch(PadlockLock::isLocked));
+        java.util.List<CompletableFuture<Boolean>> tries = new java.util.ArrayList<>();
+        srv.raw("CLIENT", "PAUSE", "700", "WRITE");
+        locks.forEach(l -> tries.add(l.tryLockAsync()));
+        assertTrue(pendingBytes() > 20 * 60, "every try out at once");
+        CompletableFuture.allOf(tries.toArray(new CompletableFuture<?>[0])).get(10, TimeUnit.SECONDS);
+        assertTrue(tries.stream().allMatch(CompletableFuture::join), "each try got its free lock");
+        assertTrue(locks.stream().allMatch(PadlockLock::isLocked));
+        for (PadlockLock l : locks) {
+            l.unlockAsync().get(5, TimeUnit.SECONDS);
+        }
+        assertEquals(Long.valueOf(0), srv.raw("DBSIZE"));
     }
 
     /** The most bytes sent by one client that the (paused) server has not read as commands yet, within 500 ms. */
