@@ -57,10 +57,14 @@ func (c *Client) Close() error {
 type Option func(*options)
 
 type options struct {
-	ttl     time.Duration
-	renews  bool
-	keep    bool
-	maxHold time.Duration
+	ttl            time.Duration
+	renews         bool
+	keep           bool
+	maxHold        time.Duration
+	replicas       int // Replicas: 0 for none
+	replicaTimeout time.Duration
+	replicaWarn    bool
+	replicaAOF     bool
 }
 
 func settle(opts []Option) options {

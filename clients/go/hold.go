@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -68,6 +69,7 @@ type hold struct {
 	unsure     bool // a renewal failed: the lease may still be bound
 	reply      any  // the first grant's reply: the fence(s), the permits
 	gen        int
+	written    uint64 // the keeper epoch this hold's latest command went out on
 }
 
 func (h *hold) ttlMs() int64 { return h.ttl.Milliseconds() }
@@ -135,8 +137,14 @@ func (h *hold) acquire(ctx context.Context, blocking bool) (any, error) {
 	}
 	// Granted after a wait: bound now (KEEP), and the lease known from a
 	// send time.
-	if h.o.renews && blocking && !b.ok && (h.o.keep || h.leaseLeft() < h.ttl*2/3) {
+	renewed := h.o.renews && blocking && !b.ok && (h.o.keep || h.leaseLeft() < h.ttl*2/3)
+	if renewed {
 		h.renewLocked()
+	}
+	if first && h.o.replicas > 0 {
+		if ok, why := h.grantReplicated(blocking && !renewed); !ok {
+			return nil, fmt.Errorf("%w: %s", ErrNotReplicated, why)
+		}
 	}
 	return reply, nil
 }
@@ -194,6 +202,9 @@ func (h *hold) call(ctx context.Context, args []any, limit time.Duration, wait b
 	}
 	if !wait {
 		reply, epoch, err := h.k.call(args, limit)
+		h.st.Lock()
+		h.written = epoch
+		h.st.Unlock()
 		return reply, binding{ok: err == nil && keep, epoch: epoch, mailbox: index(args, "MAILBOX") >= 0}, err
 	}
 	reply, err := h.waitAlone(ctx, args, limit)
@@ -317,6 +328,11 @@ func (h *hold) release(lv *level) error {
 	h.dropLevelLocked(lv)
 	h.st.Unlock()
 	if h.s.releasedAll(reply) {
+		if h.o.replicas > 0 {
+			if ok, why := h.replicated(false); !ok {
+				slog.Warn("padlock: released, but short of its replicas", "key", h.s.route(), "holder", h.holder, "why", why)
+			}
+		}
 		h.end(true, ErrReleased)
 	} else if rest == 0 {
 		h.releaseRest()

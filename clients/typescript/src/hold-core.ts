@@ -119,6 +119,8 @@ export abstract class HoldCore {
   protected abstract extendArgs(): Arg[][];
   protected abstract releaseArgs(): Arg[];
   protected abstract releasedAll(reply: unknown): boolean;
+  /** After the release of the last hold, before the hold ends. */
+  protected abstract releasedLast(): Promise<void>;
 
   /** Reads that tell whether the hold still lives (a lease the server
    * keeps with `KEEP` needs no write to be checked on). */
@@ -167,8 +169,7 @@ export abstract class HoldCore {
           // Each of its commands is short: the wait itself is in the mailbox.
           const cap = Math.min(limit ?? 5000, 5000);
           const { reply, epoch } = await mailWait(m, (a) => this.onKeeper(a, cap), args, this.releaseArgs(), signal);
-          // Granted at once on the keeper: bound there with the mailbox
-          // already (a grant mailed later binds again).
+          // Granted at once on the keeper: bound there with the mailbox (a mailed one binds again).
           this.grantedBound = epoch !== undefined && reply !== null && args.includes("KEEP");
           if (this.grantedBound && epoch !== undefined) {
             this.boundEpoch = epoch;
@@ -401,7 +402,7 @@ export abstract class HoldCore {
     }
     this.depth = Math.max(0, this.depth - 1);
     const others = gave(this.key, this.holder);
-    if (this.releasedAll(reply)) await this.end();
+    if (this.releasedAll(reply)) await this.releasedLast().then(() => this.end());
     // Other objects of this holder still hold the key: this one is done
     // (the binding is the lease's, which they share).
     else if (this.depth === 0 && others) await this.end();

@@ -10,6 +10,7 @@ import { gave } from "./holders.js";
 import { now, scheduler } from "./shared.js";
 import { HoldCore, collected, noMailbox } from "./hold-core.js";
 import { asMap } from "./replies.js";
+import { type Replicas, type ReplicasOptions, counted, replicasOf, waitCommands } from "./replicas.js";
 
 export interface HoldOptions {
   /** Lease in milliseconds (default 30 s). */
@@ -31,6 +32,9 @@ export interface HoldOptions {
   blockingTimeout?: number;
   /** Called once when the hold turns out lost. */
   onLost?: (hold: Hold) => void;
+  /** Report a fresh grant only once this many replicas have it (see
+   * `replicas.ts`): a count, or `{ count, timeout, onShortfall, aof }`. */
+  replicas?: number | ReplicasOptions;
 }
 
 export interface AcquireOptions {
@@ -51,6 +55,68 @@ export function blockArgs(blocking: boolean, timeout: number | undefined): Arg[]
 }
 
 export abstract class Hold extends HoldCore implements AsyncDisposable {
+  /** Grants that wait for replicas, if asked for. */
+  readonly replicas: Replicas | undefined;
+  /** The keeper's epoch this hold's latest command went out on: a `WAIT`
+   * there counts from it. */
+  private writtenEpoch = -1;
+  private givingBack = false;
+
+  constructor(client: ConstructorParameters<typeof HoldCore>[0], key: string, options: HoldOptions = {}) {
+    super(client, key, options);
+    this.replicas = replicasOf(options.replicas);
+  }
+
+  protected override async onKeeper(args: Arg[], limit: number | undefined): Promise<{ reply: unknown; epoch: number }> {
+    const r = await super.onKeeper(args, limit);
+    this.writtenEpoch = r.epoch;
+    return r;
+  }
+
+  protected override async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
+    const reply = await super.acquireRaw(options);
+    if (reply === null || this.depth !== 1 || (await this.onReplicas("acquire"))) return reply;
+    return null;
+  }
+
+  protected override async releasedLast(): Promise<void> {
+    await this.onReplicas("release");
+  }
+
+  /** Whether enough replicas have the grant (or the release) just made; a
+   * grant short of them is given back unless `onShortfall` is "warn". */
+  private async onReplicas(what: "acquire" | "release"): Promise<boolean> {
+    const want = this.replicas;
+    if (want === undefined || this.givingBack) return true;
+    let got = 0;
+    let why: string;
+    try {
+      // Granted on another connection (mailed, or before a reconnect): a
+      // write here after the grant, which WAIT counts from.
+      if (what === "acquire" && this.writtenEpoch !== this.keeper.epoch) await this.renew();
+      const replies: unknown[] = [];
+      for (const cmd of waitCommands(want)) replies.push((await this.onKeeper(cmd, want.timeout + 5000)).reply);
+      got = counted(want, replies);
+      why = `${got} of ${want.count} replicas had it within ${want.timeout} ms`;
+    } catch (e) {
+      why = `the replicas could not be asked (${errorText(e)})`;
+    }
+    if (got >= want.count) return true;
+    if (what === "release" || want.onShortfall === "warn") {
+      process.emitWarning(`${what} of ${this.key} by ${this.holder}: ${why}`);
+      return true;
+    }
+    process.emitWarning(`${this.key}: granted to ${this.holder}, but ${why}: released`);
+    this.givingBack = true;
+    try {
+      await this.release();
+    } catch {
+      // gone already: nothing of it is held
+    } finally {
+      this.givingBack = false;
+    }
+    return false;
+  }
   protected startWatcher(): void {
     this.watching = true;
     // The shared timer holds the hold weakly: one dropped unreleased is

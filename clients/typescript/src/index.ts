@@ -4,6 +4,7 @@
 export { type Arg, type Backend, type Client, type Conn, backendOf } from "./backend.js";
 export { DeadlockError, LockLostError, NotAcquiredError, NotHeldError, PadlockError } from "./errors.js";
 export { type AcquireOptions, Hold, type HoldOptions, newHolder } from "./hold.js";
+export { type ReplicasOptions } from "./replicas.js";
 export { type GlideFactory, glide } from "./glide.js";
 export { currentHolder, withHolder } from "./holders.js";
 export {

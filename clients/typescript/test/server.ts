@@ -67,7 +67,13 @@ export class TestServer {
     return c;
   }
 
+  /** Sends the server a signal (SIGSTOP: it stops answering, as a lagging replica). */
+  signal(sig: NodeJS.Signals): void {
+    this.proc.kill(sig);
+  }
+
   async stop(): Promise<void> {
+    this.proc.kill("SIGCONT");
     for (const c of this.clients.splice(0)) c.disconnect();
     this.proc.kill("SIGKILL");
     await new Promise((r) => this.proc.once("exit", r));

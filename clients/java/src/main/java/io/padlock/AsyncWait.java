@@ -25,7 +25,7 @@ final class AsyncWait {
     private final boolean forever;
     private final List<String> giveBack;
     private final String rid;
-    final CompletableFuture<SharedHold.Waited> result = new CompletableFuture<>();
+    final CompletableFuture<Waits.Waited> result = new CompletableFuture<>();
     private volatile List<String> sent = List.of();
     private final java.util.concurrent.atomic.AtomicBoolean back = new java.util.concurrent.atomic.AtomicBoolean();
     private int attempt;
@@ -42,7 +42,7 @@ final class AsyncWait {
         this.rid = pad.nextId();
     }
 
-    static CompletableFuture<SharedHold.Waited> start(Padlock pad, Keeper k, Kind kind,
+    static CompletableFuture<Waits.Waited> start(Padlock pad, Keeper k, Kind kind,
             LongFunction<List<String>> make, long deadline, boolean forever, List<String> giveBack) {
         AsyncWait w = new AsyncWait(pad, k, kind, make, deadline, forever, giveBack);
         w.result.whenComplete((v, e) -> {
@@ -97,7 +97,7 @@ final class AsyncWait {
         Mailman m = k.mailman;
         if (!"WAITING".equals(String.valueOf(r.value()))) {
             m.forget(rid);
-            result.complete(new SharedHold.Waited(r.value(), null, sentAt, attempt > 0,
+            result.complete(new Waits.Waited(r.value(), null, sentAt, attempt > 0,
                     r.value() == null ? null : rid, r.epoch()));
             return;
         }
@@ -122,7 +122,7 @@ final class AsyncWait {
             try {
                 // Granted while queued on the keeper: bound there if it lives.
                 Object reply = MailWait.parse(outcome);
-                result.complete(new SharedHold.Waited(reply, null, sentAt, attempt > 0, reply == null ? null : rid,
+                result.complete(new Waits.Waited(reply, null, sentAt, attempt > 0, reply == null ? null : rid,
                         epoch));
             } catch (RuntimeException ex) {
                 result.completeExceptionally(ex);

@@ -76,6 +76,22 @@ abstract class Handle {
     }
 
     private boolean take(String holder, long units, long waitMs, boolean interruptibly) throws InterruptedException {
+        while (true) {
+            boolean fresh = Replicated.fresh(pad, kind, holder);
+            if (!takeOnce(holder, units, waitMs, interruptibly)) {
+                return false;
+            }
+            if (!fresh || Replicated.enough(pad, kind, holder, () -> give(holder, units))) {
+                return true;
+            }
+            if (waitMs >= 0) {
+                return false; // short of its replicas: failed as a timed-out wait fails
+            }
+            // A wait without end (lock()) waits again.
+        }
+    }
+
+    private boolean takeOnce(String holder, long units, long waitMs, boolean interruptibly) throws InterruptedException {
         if (interruptibly && Thread.interrupted()) {
             throw new InterruptedException();
         }
@@ -186,9 +202,9 @@ abstract class Handle {
 
     private boolean waitFor(String holder, long units, long deadline, boolean forever, boolean interruptibly)
             throws InterruptedException {
-        SharedHold.Waited w;
+        Waits.Waited w;
         try {
-            w = SharedHold.await(pad, kind, left -> {
+            w = Waits.await(pad, kind, left -> {
                 List<String> a = new ArrayList<>(acquireArgs(holder, units));
                 a.add("BLOCK");
                 a.add(Long.toString(left));
@@ -204,7 +220,7 @@ abstract class Handle {
     }
 
     /** A wait's outcome counted into the holder's hold, its lease bound (or, plain, timed). */
-    private boolean adoptWait(String holder, long units, SharedHold.Waited w) {
+    private boolean adoptWait(String holder, long units, Waits.Waited w) {
         if (w.reply() == null) {
             return false;
         }
@@ -268,46 +284,20 @@ abstract class Handle {
         }
         h.io.lock();
         try {
-            checkHeld(h, holder);
+            h.checkReleasable();
             Object r;
             try {
                 r = h.send(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
             } catch (RuntimeException e) {
-                throw releaseFailed(h, holder, e);
+                throw h.releaseFailed(e);
             }
             if (released(h, r, units)) {
+                Replicated.released(pad, kind, h);
                 h.finish(true);
             }
         } finally {
             h.io.unlock();
         }
-    }
-
-    /** What a release may be asked of (caller holds io): throws when there is nothing to release. */
-    private void checkHeld(SharedHold h, String holder) {
-        if (h.lost()) {
-            pad.forget(h);
-            throw new LockLostException(kind.route() + " was lost by " + holder);
-        }
-        if (h.ended || h.depth == 0) {
-            throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
-        }
-    }
-
-    /** What a failed release means for the hold (caller holds io), and what to throw. */
-    private RuntimeException releaseFailed(SharedHold h, String holder, Throwable e) {
-        if (e instanceof ReplyException r && ("NOTHELD".equals(r.code()) || "WRONGTYPE".equals(r.code()))) {
-            h.lose(kind.route() + " was lost by " + holder + " before its release", true);
-            pad.forget(h);
-            return new LockLostException(r.getMessage());
-        }
-        if (e instanceof LinkException) {
-            // Not known whether it was released: the connection is closed,
-            // so nothing keeps the lease; it runs out within one ttl.
-            h.lose("the release of " + kind.route() + " by " + holder + " got no answer");
-            pad.forget(h);
-        }
-        return e instanceof RuntimeException r ? r : new LinkException(String.valueOf(e), e);
     }
 
     /**
@@ -320,9 +310,14 @@ abstract class Handle {
      * try on the other drivers, the call runs on one of padlock's threads.
      */
     final CompletableFuture<Boolean> takeAsync(long units, long waitMs) {
-        String holder = holder();
+        return takeAsync(holder(), units, waitMs);
+    }
+
+    private CompletableFuture<Boolean> takeAsync(String holder, long units, long waitMs) {
         Keeper k = pad.keeper(kind.route());
-        CompletableFuture<Boolean> quick = waitMs == 0 && pad.driver.futures() ? tryNowAsync(holder, units) : null;
+        // (A grant that waits for replicas waits on one of padlock's threads.)
+        CompletableFuture<Boolean> quick = waitMs == 0 && pad.driver.futures() && pad.replicas == null
+                ? tryNowAsync(holder, units) : null;
         if (quick != null) {
             return quick;
         }
@@ -337,7 +332,8 @@ abstract class Handle {
         }
         boolean forever = waitMs < 0;
         long deadline = forever ? Long.MAX_VALUE : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-        CompletableFuture<SharedHold.Waited> wait = AsyncWait.start(pad, k, kind, left -> {
+        boolean fresh = Replicated.fresh(pad, kind, holder);
+        CompletableFuture<Waits.Waited> wait = AsyncWait.start(pad, k, kind, left -> {
             List<String> a = new ArrayList<>(acquireArgs(holder, units));
             a.add("BLOCK");
             a.add(Long.toString(left));
@@ -360,6 +356,23 @@ abstract class Handle {
             }
             try {
                 boolean got = adoptWait(holder, units, w);
+                if (got && fresh && !Replicated.enough(pad, kind, holder, () -> give(holder, units))) {
+                    if (!forever) {
+                        out.complete(false); // short of its replicas: failed as a timed-out wait fails
+                        return;
+                    }
+                    // A wait without end waits again.
+                    CompletableFuture<Boolean> again = takeAsync(holder, units, -1);
+                    out.whenComplete((v, x) -> again.cancel(true));
+                    again.whenComplete((v, x) -> {
+                        if (x != null) {
+                            out.completeExceptionally(Replies.cause(x));
+                        } else {
+                            out.complete(v);
+                        }
+                    });
+                    return;
+                }
                 if (!out.complete(got) && got) {
                     give(holder, units); // cancelled while it was counted in: given back
                 }
@@ -380,12 +393,12 @@ abstract class Handle {
     final CompletableFuture<Void> giveAsync(long units) {
         String holder = holder();
         SharedHold h = pad.existing(kind, holder);
-        if (h == null || !pad.driver.futures() || !h.io.tryLock()) {
+        if (h == null || !pad.driver.futures() || pad.replicas != null || !h.io.tryLock()) {
             return CompletableFuture.runAsync(() -> give(holder, units), pad.async);
         }
         CompletableFuture<Object> reply;
         try {
-            checkHeld(h, holder);
+            h.checkReleasable();
             reply = h.sendAsync(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
         } catch (RuntimeException e) {
             h.io.unlock();
@@ -394,7 +407,7 @@ abstract class Handle {
         return reply.handle((r, e) -> {
             try {
                 if (e != null) {
-                    throw releaseFailed(h, holder, Replies.cause(e));
+                    throw h.releaseFailed(Replies.cause(e));
                 }
                 if (released(h, r, units)) {
                     h.finish(true);

@@ -21,7 +21,7 @@ final class MailWait {
     /** How much later than its {@code BLOCK} timeout an outcome may be mailed at most (ms). */
     private static final long SLACK_MS = 5000;
 
-    static SharedHold.Waited await(Padlock pad, Keeper k, Kind kind, LongFunction<List<String>> make, long deadline,
+    static Waits.Waited await(Padlock pad, Keeper k, Kind kind, LongFunction<List<String>> make, long deadline,
             boolean forever, List<String> giveBack) throws InterruptedException {
         Mailman m = k.mailman;
         String rid = null;
@@ -43,7 +43,7 @@ final class MailWait {
                 long mailEpoch = m.epoch;
                 Keeper.Reply r = k.call(5000, args);
                 if (!"WAITING".equals(String.valueOf(r.value()))) {
-                    return new SharedHold.Waited(r.value(), null, sentAt, attempt > 0, r.value() == null ? null : rid,
+                    return new Waits.Waited(r.value(), null, sentAt, attempt > 0, r.value() == null ? null : rid,
                             r.epoch());
                 }
                 String outcome = outcome(k, m, slot, r.epoch(), mailEpoch, forever ? 0 : leftMs + SLACK_MS);
@@ -51,7 +51,7 @@ final class MailWait {
                     // Granted while queued on the keeper: a KEEP grant is bound
                     // there, with the mailbox, if that connection still lives.
                     Object reply = parse(outcome);
-                    return new SharedHold.Waited(reply, null, sentAt, attempt > 0, reply == null ? null : rid,
+                    return new Waits.Waited(reply, null, sentAt, attempt > 0, reply == null ? null : rid,
                             r.epoch());
                 }
                 // A connection was replaced: the request is sent again.
@@ -72,7 +72,7 @@ final class MailWait {
             } finally {
                 m.forget(rid);
             }
-            if (!SharedHold.again(attempt++, deadline, forever)) {
+            if (!Waits.again(attempt++, deadline, forever)) {
                 throw new LinkException("the wait on " + kind.route() + " could not be queued in time", null);
             }
         }

@@ -54,6 +54,8 @@ public final class Padlock implements AutoCloseable {
     final ExecutorService replies;
     private final String id;
     private final long ttlMs;
+    /** Grants that wait for replicas, or null. */
+    final Replicas replicas;
     private final Consumer<String> log;
     private final ConcurrentHashMap<String, SharedHold> holds = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, Keeper> keepers = new ConcurrentHashMap<>();
@@ -68,6 +70,7 @@ public final class Padlock implements AutoCloseable {
         this.ttlMs = b.ttl.toMillis();
         this.log = b.log;
         this.idPrefix = hex(8) + "-";
+        this.replicas = b.replicas;
         this.scheduler = new ScheduledThreadPoolExecutor(2, daemons("padlock-watch"));
         this.scheduler.setRemoveOnCancelPolicy(true);
         this.helper = Executors.newCachedThreadPool(daemons("padlock-wait"));
@@ -318,6 +321,7 @@ public final class Padlock implements AutoCloseable {
         private String id;
         private Duration ttl = Duration.ofSeconds(30);
         private Consumer<String> log = m -> System.getLogger("io.padlock").log(System.Logger.Level.WARNING, m);
+        private Replicas replicas;
 
         private Builder(Driver driver) {
             this.driver = driver;
@@ -338,6 +342,12 @@ public final class Padlock implements AutoCloseable {
                 throw new IllegalArgumentException("ttl below 300 ms cannot be kept with KEEP");
             }
             this.ttl = ttl;
+            return this;
+        }
+
+        /** Every fresh grant of this Padlock waits for replicas (see {@link Replicas}). */
+        public Builder replicas(Replicas replicas) {
+            this.replicas = replicas;
             return this;
         }
 

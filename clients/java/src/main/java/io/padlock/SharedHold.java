@@ -5,7 +5,6 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.LongFunction;
 
 /**
  * One holder's hold on one key (or one set of keys), shared by every object
@@ -32,6 +31,8 @@ final class SharedHold {
     final Keeper keeper;
     /** The keeper's epoch the lease was bound ({@code KEEP}) on, or -1. */
     private long boundEpoch = -1;
+    /** The keeper's epoch this hold's latest write went out on; -1: written elsewhere (a mailed grant). */
+    private long writtenEpoch = -1;
     /** The binding names the mailbox: its loss is mailed ({@link #heardLost}). */
     private boolean mailbound;
     /** The request-ids its loss may be mailed under. */
@@ -128,6 +129,7 @@ final class SharedHold {
 
     /** A reply to {@code sent}: a {@code KEEP} command bound the lease to the connection it went on. */
     private Object bound(List<String> sent, Keeper.Reply r) {
+        writtenEpoch = r.epoch();
         if (sent.contains("KEEP")) {
             boundEpoch = r.epoch();
             mailbound = sent.contains("MAILBOX");
@@ -148,79 +150,12 @@ final class SharedHold {
     }
 
     /**
-     * A wait, on a connection of its own (handed back after), with one
-     * request-id: a resend after a failed connection asks for the same
-     * request, which the server answers with the grant it made meanwhile or
-     * puts back in the queue. {@code make} builds the command from the ms
-     * left ({@code 0}: no end).
-     */
-    static Waited await(Padlock pad, Kind kind, LongFunction<List<String>> make, long deadline, boolean forever,
-            boolean interruptibly, List<String> giveBack) throws InterruptedException {
-        Keeper k = pad.keeper(kind.route());
-        if (k.mailman != null) {
-            return MailWait.await(pad, k, kind, make, deadline, forever, giveBack);
-        }
-        String id = pad.nextId();
-        int attempt = 0;
-        while (true) {
-            long leftMs = forever ? 0 : Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
-            List<String> args = new ArrayList<>(make.apply(leftMs));
-            args.add("ID");
-            args.add(id);
-            Link wait = pad.driver.dedicated(kind.route());
-            // The reply may take the whole BLOCK and then some: no timeout shorter.
-            long limit = forever ? 0 : leftMs + 5000;
-            long sentAt = System.nanoTime();
-            try {
-                Object r = interruptibly ? wait.callInterruptibly(limit, args, pad.helper) : wait.call(limit, args);
-                if (r == null) {
-                    wait.close();
-                    return new Waited(null, null, sentAt, attempt > 0);
-                }
-                return new Waited(r, wait, sentAt, attempt > 0);
-            } catch (LinkException e) {
-                wait.discard();
-                if (!again(attempt++, deadline, forever)) {
-                    throw e;
-                }
-            } catch (ReplyException e) {
-                wait.close();
-                if (!"TRYAGAIN".equals(e.code()) || !again(attempt++, deadline, forever)) {
-                    throw e;
-                }
-            } catch (InterruptedException | RuntimeException e) {
-                wait.discard();
-                throw e;
-            }
-        }
-    }
-
-    /** Pauses before a wait is asked again; false when its time is up (a wait without end never is). */
-    static boolean again(int attempt, long deadline, boolean forever) {
-        if (forever) {
-            Padlock.pause(attempt, System.nanoTime() + TimeUnit.SECONDS.toNanos(1));
-            return true;
-        }
-        return Padlock.pause(attempt, deadline);
-    }
-
-    /**
-     * What a wait got: the reply, and for a grant on a connection of its own
-     * that connection (a {@code KEEP} grant is bound to it until it is bound
-     * to the keeper); null for a grant through the mailbox.
-     */
-    record Waited(Object reply, Link link, long sentAt, boolean resent, String rid, long epoch) {
-        Waited(Object reply, Link link, long sentAt, boolean resent) {
-            this(reply, link, sentAt, resent, null, -1);
-        }
-    }
-
-    /**
      * A grant after a wait (caller holds io): its lease is bound to the
      * keeper with the mailbox (moving it from a wait's own connection, which
      * then goes back), and known from the send time of that binding.
      */
-    void adopt(Waited w) {
+    void adopt(Waits.Waited w) {
+        writtenEpoch = -1;
         granted(w.sentAt());
         if (w.rid() != null && w.epoch() == keeper.epoch() && keeper.mailman != null) {
             // Granted on the keeper (at once, or mailed while queued there):
@@ -297,6 +232,34 @@ final class SharedHold {
         leaseUntil = start + TimeUnit.MILLISECONDS.toNanos(ttlMs);
     }
 
+    /**
+     * How many replicas have every write of this hold so far (caller holds
+     * io): {@code WAIT} on the keeper, first after a write there when the
+     * grant was written elsewhere (mailed, or before a reconnect), which
+     * {@code WAIT} then counts from. A plain lease's renewal only makes the
+     * server's lease longer than the one this client counts.
+     */
+    long replicasHaving(Replicas want) {
+        long limit = want.timeout().toMillis() + 5000;
+        if (writtenEpoch != keeper.epoch()) {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(limit);
+            if (plain) {
+                for (List<String> cmd : kind.extend(holder, ttlMs, depth)) {
+                    List<String> c = new ArrayList<>(cmd);
+                    c.remove("KEEP");
+                    send(c, deadline);
+                }
+            } else {
+                bind(deadline);
+            }
+        }
+        List<Object> replies = new ArrayList<>();
+        for (List<String> cmd : want.waitCommands()) {
+            replies.add(keeper.call(limit, cmd).value());
+        }
+        return want.counted(replies);
+    }
+
     /** The scheduler's round: a read while the server keeps the lease; a rebind after a failure. */
     private void watchOnce() {
         if (lost || ended) {
@@ -371,6 +334,33 @@ final class SharedHold {
         } catch (RuntimeException e) {
             return -1;
         }
+    }
+
+    /** What a release may be asked of (caller holds io): throws when there is nothing to release. */
+    void checkReleasable() {
+        if (lost()) {
+            pad.forget(this);
+            throw new LockLostException(kind.route() + " was lost by " + holder);
+        }
+        if (ended || depth == 0) {
+            throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
+        }
+    }
+
+    /** What a failed release means for the hold (caller holds io), and what to throw. */
+    RuntimeException releaseFailed(Throwable e) {
+        if (e instanceof ReplyException r && ("NOTHELD".equals(r.code()) || "WRONGTYPE".equals(r.code()))) {
+            lose(kind.route() + " was lost by " + holder + " before its release", true);
+            pad.forget(this);
+            return new LockLostException(r.getMessage());
+        }
+        if (e instanceof LinkException) {
+            // Not known whether it was released: the connection is closed,
+            // so nothing keeps the lease; it runs out within one ttl.
+            lose("the release of " + kind.route() + " by " + holder + " got no answer");
+            pad.forget(this);
+        }
+        return e instanceof RuntimeException r ? r : new LinkException(String.valueOf(e), e);
     }
 
     /** The hold is gone without a release: nobody may count on it any more. Caller holds io. */

@@ -20,16 +20,21 @@ final class Clients implements AutoCloseable {
     }
 
     Padlock standalone(String driver, int port, Duration ttl) {
+        return standalone(driver, port, b -> b.ttl(ttl));
+    }
+
+    /** A Padlock on {@code driver} with its builder's options set by {@code with}. */
+    Padlock standalone(String driver, int port, java.util.function.UnaryOperator<Padlock.Builder> with) {
         Padlock p;
         if (driver.equals("jedis")) {
             RedisClient jedis = RedisClient.create("127.0.0.1", port);
             open.add(jedis);
-            p = Padlock.builder(new io.padlock.driver.JedisDriver(jedis)).ttl(ttl).build();
+            p = with.apply(Padlock.builder(new io.padlock.driver.JedisDriver(jedis))).build();
         } else {
             io.lettuce.core.RedisClient lettuce = io.lettuce.core.RedisClient.create(
                     RedisURI.create("127.0.0.1", port));
             open.add(lettuce::shutdown);
-            p = Padlock.builder(new io.padlock.driver.LettuceDriver(lettuce)).ttl(ttl).build();
+            p = with.apply(Padlock.builder(new io.padlock.driver.LettuceDriver(lettuce))).build();
         }
         open.add(0, p);
         return p;

@@ -12,7 +12,6 @@ import java.util.concurrent.TimeUnit;
 import redis.clients.jedis.CommandArguments;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.HostAndPort;
-import redis.clients.jedis.Protocol;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 
 /**
@@ -65,6 +64,30 @@ final class Servers implements AutoCloseable {
             }
             Thread.sleep(50);
         }
+    }
+
+    /** A master (node 0) and its replica (node 1), the replication stream flowing. */
+    static Servers withReplica() throws Exception {
+        Servers s = new Servers();
+        s.start(List.of("--repl-diskless-sync-delay", "0"));
+        s.start(List.of("--replicaof", "127.0.0.1", "" + s.port()));
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        // Streaming starts at the replica's first ACK: a write seen there first.
+        while (!s.cmd(1, "EXISTS", "probe").equals("1")) {
+            if (System.nanoTime() > until) {
+                s.close();
+                throw new IllegalStateException("the replica did not catch up");
+            }
+            s.cmd(0, "SET", "probe", "1");
+            Thread.sleep(50);
+        }
+        s.cmd(0, "DEL", "probe");
+        return s;
+    }
+
+    /** Stops (true) or resumes node {@code node}'s process: a stopped replica acknowledges nothing. */
+    void pause(int node, boolean stop) throws Exception {
+        new ProcessBuilder("kill", stop ? "-STOP" : "-CONT", "" + procs.get(node).pid()).start().waitFor();
     }
 
     int port() {
@@ -120,7 +143,7 @@ final class Servers implements AutoCloseable {
     /** One command on a fresh connection, the reply as text (nil: "(nil)", arrays joined by spaces). */
     String cmd(int node, String... args) throws IOException {
         try (Connection c = new Connection(new HostAndPort("127.0.0.1", ports.get(node)))) {
-            CommandArguments ca = new CommandArguments(Protocol.Command.valueOf(args[0].toUpperCase()));
+            CommandArguments ca = new CommandArguments(io.padlock.driver.Commands.named(args[0]));
             for (int i = 1; i < args.length; i++) {
                 ca.add(args[i]);
             }
@@ -159,6 +182,11 @@ final class Servers implements AutoCloseable {
     @Override
     public void close() {
         for (Process p : procs) {
+            try {
+                new ProcessBuilder("kill", "-CONT", "" + p.pid()).start().waitFor();
+            } catch (Exception e) {
+                // gone already
+            }
             p.destroyForcibly();
         }
         for (Process p : procs) {
