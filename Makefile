@@ -9,7 +9,7 @@ PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 # server) fails here, with its output, instead of stalling CI.
 SUITE_LIMIT ?= 600
 
-.PHONY: all deps build run test compat test-container torture lint bench soak chaos clean
+.PHONY: all deps build run test compat test-container torture partitions lint bench soak chaos clean
 
 all: build
 
@@ -76,6 +76,14 @@ torture: build
 	@scripts/deps.sh --python
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/test/torture.py
 	PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) $(PYTEST)/test_fuzz.py -s
+
+# Network partitions between namespaces of the run's own (as root):
+# master, replicas, Sentinels, a fenced store and the workers each in one;
+# eight configurations, PADLOCK_PARTITION_SECONDS (50) each: about 8 minutes.
+partitions: build
+	@scripts/deps.sh --python
+	@scripts/deps.sh --partitions
+	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/test/partitions.py
 
 lint: deps
 	@cargo clippy --version >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1 || rustup component add clippy rustfmt

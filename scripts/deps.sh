@@ -82,6 +82,19 @@ if [ "${1:-}" = "--observe" ]; then
   fi
 fi
 
+if [ "${1:-}" = "--partitions" ]; then
+  # make partitions: iproute2 (ip netns, veth, bridge) and iptables, from
+  # Debian's packages; it runs as root.
+  need=()
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  if [ "${#need[@]}" -gt 0 ]; then
+    echo "==> installing ${need[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
 if [ "${1:-}" = "--python" ]; then
   # The blocking Python client is generated from the asyncio one (one
   # source; see clients/python/unasync.py): written anew before any use.
