@@ -251,17 +251,19 @@ def worker(spec):
             fence = lock.acquire(timeout=2)
             if fence is None:
                 continue
-            start = time.time()
+            start = end = time.time()
             writes = []
             for half in (0, 1):
                 if not lock.held:
-                    writes.append(None)  # the client saw the loss: nothing written
+                    # The client says it no longer holds: the section ended
+                    # with its last write.
+                    writes.append(None)
                     continue
                 writes.append(bool(write(keys=[f"top:{key}", f"log:{key}"],
                                          args=[fence, f"{holder} {fence} {half}"])))
+                end = time.time()
                 if half == 0:
                     time.sleep(rng.uniform(0.02, 0.3))
-            end = time.time()
             try:
                 lock.release()
                 released = True
@@ -291,7 +293,12 @@ def check(sections, store_logs, windows):
     """Totals, and per fault: overlaps (fenced / stopped by the client) and
     the longest a key went without a grant from the fault's start until
     five seconds past its healing."""
-    per = {f: dict(overlaps=0, fenced=0, stopped=0, recover_s=0.0) for f in [*FAULTS, "none"]}
+    def row_of(fault):
+        return per.setdefault(fault, dict(overlaps=0, fenced=0, stopped=0, lost=0, recover_s=0.0))
+
+    per = {}
+    for f in [*FAULTS, "none"]:
+        row_of(f)
     lost = 0
     by_key = {}
     for s in sections:
@@ -301,8 +308,7 @@ def check(sections, store_logs, windows):
         for i, s in enumerate(ss):
             for t in ss[:i]:
                 if t["end"] > s["start"] and t["holder"] != s["holder"]:
-                    row = per.setdefault(fault_at(windows, s["start"]), dict(overlaps=0, fenced=0, stopped=0,
-                                                                             recover_s=0.0))
+                    row = row_of(fault_at(windows, s["start"]))
                     row["overlaps"] += 1
                     both = s["writes"] + t["writes"]
                     if False in both:
@@ -311,8 +317,9 @@ def check(sections, store_logs, windows):
                         row["stopped"] += 1  # the client said it no longer held, and wrote no more
             if s["released"] is False and (s["answered"] - s["start"]) < TTL * 0.9:
                 lost += 1
+                row_of(fault_at(windows, s["start"]))["lost"] += 1
     for fault, start, healed in windows:
-        row = per.setdefault(fault, dict(overlaps=0, fenced=0, stopped=0, recover_s=0.0))
+        row = row_of(fault)
         for ss in by_key.values():
             starts = [s["start"] for s in ss]
             if not starts:
@@ -490,7 +497,8 @@ def main():
 
 def print_table(results):
     """The matrix: a row per fault (overlaps: fenced by the store, stopped
-    by the client; and the longest time nobody acquired), then totals."""
+    by the client; grants lost; the longest a key went without a grant),
+    then totals."""
     head = [f"grace {r['grace']}, min-replicas {r['min_replicas']}, replicas={int(r['replicas'])}"
             for r in results]
     print("| fault | " + " | ".join(head) + " |")
@@ -502,7 +510,7 @@ def print_table(results):
             if row is None:
                 cells.append("—")
                 continue
-            cell = f"{row['overlaps']} ({row['fenced']} fenced, {row['stopped']} stopped)"
+            cell = f"{row['overlaps']} ({row['fenced']} fenced, {row['stopped']} stopped), {row['lost']} lost"
             cells.append(cell + (f", {row['recover_s']} s" if f != "none" else ""))
         print(f"| {f} | " + " | ".join(cells) + " |")
     for k in ["sections", "failovers", "overlaps", "fenced", "stopped", "accepted_out_of_order",
