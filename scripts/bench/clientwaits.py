@@ -1,6 +1,7 @@
 """What a waiting caller costs through padlock's own clients, for `make
 bench` (issue: one process, two connections): N waiters on one key in one
-process — Python asyncio and TypeScript (ioredis) — queued while the key is
+process — Python asyncio, TypeScript (ioredis), Java on Lettuce and on Jedis
+with its default pool of 8 — queued while the key is
 held, then served one after another. Reported per client: padlock's
 connections on the server while they wait (besides the application's own),
 whether they were served in FIFO order, the application's own PING latency
@@ -99,11 +100,22 @@ def typescript(port, n):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def java(port, n):
+    """Java on Lettuce and on Jedis with its default pool (clients/java/src/bench, Waiters)."""
+    out = subprocess.run(["mvn", "-q", "-B", "-ntp", "-P", "bench", "compile", "exec:java",
+                          "-Dbench.main=io.padlock.bench.Waiters", f"-Dexec.args={port} {n}"],
+                         cwd=ROOT / "clients" / "java", capture_output=True, text=True, check=True)
+    # (Maven may put a colour reset before the first line.)
+    return [json.loads(line[line.index("{"):]) for line in out.stdout.splitlines() if "{" in line]
+
+
 def formatted(rows):
     lines = ["**Waiting through the clients**: N waiters on one key in one process, queued while it is held, "
              "then served in turn; padlock's connections on the server while they wait (besides the "
              "application's), the application's own PING (one per ms, its own connection, same process), "
-             "client memory per waiter (resident memory for Python, JS heap for TypeScript).", "",
+             "client memory per waiter (resident memory for Python, JS heap for TypeScript, Java heap). "
+             "Java's waiters are `lockAsync()` futures, on Lettuce and on Jedis with its default pool of 8 "
+             "(padlock borrows none of the 8).", "",
              "| client | waiters | connections | FIFO | PING p50 | PING p99 | bytes per waiter | served in |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -120,6 +132,8 @@ def measure(n):
         rows.append(asyncio.run(python_asyncio(s.port, n)))
         s.client().flushall()
         rows.append(typescript(s.port, n))
+        s.client().flushall()
+        rows.extend(java(s.port, n))
     finally:
         s.stop()
     return rows

@@ -50,7 +50,7 @@ final class AsyncWait {
                 pad.async.execute(w::takeBack);
             }
         });
-        pad.async.execute(w::send);
+        k.serial.execute(w::send);
         return w.result;
     }
 
@@ -116,7 +116,7 @@ final class AsyncWait {
             if (outcome == null) {
                 // The mailbox or the keeper connection failed, or no outcome in
                 // time: sent again (a resend answers the grant made meanwhile).
-                pad.async.execute(() -> again(new LinkException("a mailbox wait's connection was replaced", null)));
+                k.serial.execute(() -> again(new LinkException("a mailbox wait's connection was replaced", null)));
                 return;
             }
             try {
@@ -139,7 +139,7 @@ final class AsyncWait {
             return;
         }
         long ms = Math.min(500, 20L << Math.min(attempt++, 5));
-        pad.scheduler.schedule(() -> pad.async.execute(this::send), ms, TimeUnit.MILLISECONDS);
+        pad.scheduler.schedule(() -> k.serial.execute(this::send), ms, TimeUnit.MILLISECONDS);
     }
 
     /** The caller stopped waiting: the request leaves its queue, and a grant it already had is given back. */

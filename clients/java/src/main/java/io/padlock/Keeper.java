@@ -29,6 +29,16 @@ final class Keeper {
     /** Null where waits cannot go through a mailbox (a cluster: it must share each request's slot). */
     final Mailman mailman;
 
+    /**
+     * Runs the async waits' sends (and, on drivers without futures, every
+     * async command) one after another, in the order they were asked for, on
+     * the Padlock's async threads: a thread that queues waits in turn is
+     * served in that turn (the keeper sends one at a time anyway).
+     */
+    final java.util.concurrent.Executor serial;
+    private final java.util.ArrayDeque<Runnable> turns = new java.util.ArrayDeque<>();
+    private boolean turning;
+
     /** One reply, and the epoch of the connection it came on. */
     record Reply(Object value, long epoch) {}
 
@@ -36,6 +46,34 @@ final class Keeper {
         this.pad = pad;
         this.route = route;
         this.mailman = pad.driver.mailbox() ? new Mailman(pad, this, route) : null;
+        this.serial = task -> {
+            synchronized (turns) {
+                turns.add(task);
+                if (turning) {
+                    return;
+                }
+                turning = true;
+            }
+            pad.async.execute(this::takeTurns);
+        };
+    }
+
+    private void takeTurns() {
+        while (true) {
+            Runnable next;
+            synchronized (turns) {
+                next = turns.poll();
+                if (next == null) {
+                    turning = false;
+                    return;
+                }
+            }
+            try {
+                next.run();
+            } catch (RuntimeException e) {
+                pad.log("an async wait's send failed: " + e);
+            }
+        }
     }
 
     synchronized Reply call(long timeoutMs, List<String> args) {
@@ -61,11 +99,12 @@ final class Keeper {
      * has futures ({@link Driver#futures}): sent now, in order with every
      * other command on the connection, and what follows the reply runs on
      * the Padlock's reply thread, never on the driver's I/O thread (which
-     * must never wait for a keeper). Otherwise it runs on the async threads.
+     * must never wait for a keeper). Otherwise it runs in {@link #serial}'s
+     * turn.
      */
     CompletableFuture<Reply> callAsync(long timeoutMs, List<String> args) {
         if (!pad.driver.futures()) {
-            return CompletableFuture.supplyAsync(() -> call(timeoutMs, args), pad.async);
+            return CompletableFuture.supplyAsync(() -> call(timeoutMs, args), serial);
         }
         CompletableFuture<Object> reply;
         long sentEpoch;
