@@ -84,7 +84,8 @@ def test_loss_is_noticed_within_one_interval(r):
     t0 = time.time()
     assert wait_for(lock.lost.is_set, timeout=2)
     assert time.time() - t0 <= 0.2 + 0.15, "within ttl/3 and a little"
-    assert seen == [lock]
+    # `on_lost` runs on a thread of its own, right after `lost` is set.
+    assert wait_for(lambda: seen == [lock], timeout=2)
     with pytest.raises(LockLostError):
         lock.check()
     with pytest.raises(LockLostError):
