@@ -162,6 +162,24 @@ fn prints_tell_arguments_apart() {
     assert!(valid_id(b"x") && !valid_id(b"") && !valid_id(&[b'x'; 65]));
 }
 
+/// Prints are saved and replicated: the same arguments print the same on
+/// every version (these values were taken before `Quick` read whole words).
+#[test]
+fn prints_are_stable_across_versions() {
+    let acquire: [&[u8]; 4] = [b"lock.acquire", b"k:1", b"holder", b"5000"];
+    assert_eq!(print(acquire), 12_289_171_857_191_568_213);
+    let sem: [&[u8]; 7] = [
+        b"sem.acquire",
+        b"a-key-longer-than-eight",
+        b"h",
+        b"3",
+        b"60000",
+        b"PERMITS",
+        b"2",
+    ];
+    assert_eq!(print(sem), 3_172_990_397_275_152_168);
+}
+
 proptest! {
     /// Against a model: every remembered id is found until forgotten, the
     /// count matches, and no group holds more than `per_holder`.
