@@ -161,3 +161,27 @@ def test_a_thousand_asyncio_holds_share_one_task_and_one_connection(server, r):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_asyncio_watching_costs_no_wakeup_per_acquire(server):
+    """As for threads: an acquire does not wake the watcher task, and
+    released holds' rounds are dropped in bulk."""
+    from padlock import _asyncio_runtime as _ashared
+
+    async def main():
+        c = aredis.Redis(port=server.port)
+        anchor = aio.Lock(c, "awake:anchor", ttl=30)
+        assert await anchor.acquire() is not None
+        await asyncio.sleep(0.2)
+        lock = aio.Lock(c, "awake:k", ttl=60)
+        s = _ashared.scheduler()
+        wakes = s.wakes
+        for _ in range(1000):
+            assert await lock.acquire() is not None
+            await lock.release()
+        assert s.wakes - wakes < 20
+        assert s.rounds() <= 130, "released holds' rounds are purged"
+        await anchor.release()
+        await c.aclose()
+
+    run(main())

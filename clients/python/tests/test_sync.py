@@ -227,3 +227,24 @@ def test_a_wait_is_bound_on_the_shared_connection_once_granted(server, r):
     time.sleep(1.5)
     assert lock.held and r.execute_command("LOCK.INFO", "w")[5] == b"waiter"
     lock.release()
+
+
+def test_watching_costs_no_wakeup_per_acquire(server):
+    """Issue 39's uncontended path: an acquire adds its hold's first round
+    to the watcher's heap without waking the watcher (unless it is the
+    earliest), and the rounds of released holds are dropped in bulk, not
+    one wake-up each when they come due."""
+    from padlock import _thread_runtime as _shared
+
+    client = redis.Redis(port=server.port)
+    anchor = Lock(client, "wake:anchor", ttl=30)  # an earlier round: the watcher sleeps on it
+    assert anchor.acquire() is not None
+    time.sleep(0.2)
+    lock = Lock(client, "wake:k", ttl=60)
+    wakes = _shared.SCHEDULER.wakes
+    for _ in range(1000):
+        assert lock.acquire() is not None
+        lock.release()
+    assert _shared.SCHEDULER.wakes - wakes < 20
+    assert _shared.SCHEDULER.rounds() <= 130, "released holds' rounds are purged"
+    anchor.release()

@@ -39,6 +39,11 @@ class Hold(HoldCore):
         if self._finalizer is None:
             self._finalizer = weakref.finalize(self, rt.collected, self._box)
 
+    def _watches(self, gen: int) -> bool:
+        """Whether rounds added as `gen` still watch this hold: the watcher
+        drops the others in bulk, instead of waking for each."""
+        return not self._stopped and gen == self._gen
+
     async def _watch_once(self, gen: int) -> Optional[float]:
         """One round of the shared watcher: when the next is due
         (`rt.now()` time), or None when this hold needs no more (or a later

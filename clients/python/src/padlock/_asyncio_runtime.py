@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import heapq
 import itertools
 import weakref
@@ -23,6 +24,9 @@ __all__ = ["Driver"]
 
 
 class Watched(Protocol):
+    def _watches(self, gen: int) -> bool:
+        """Whether the rounds added as `gen` are still this hold's."""
+
     async def _watch_once(self, gen: int) -> Optional[float]:
         """One round of the watching that started as `gen`: the loop time
         of the next one, or None to stop."""
@@ -35,16 +39,42 @@ class Scheduler:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, "weakref.ref[Any]", int]] = []
         self._seq = itertools.count()
+        # The heap's size at which the rounds of holds released since are
+        # dropped (twice what was left last time: O(1) per round added).
+        self._purge_at = 64
+        #: How often the watcher woke up to look at the heap (for tests).
+        self.wakes = 0
         # Set when a round is added while the task sleeps.
         self._waiter: Optional[asyncio.Future[None]] = None
         self._task: Optional[asyncio.Task[None]] = None
 
     def add(self, hold: Watched, at: float, gen: int) -> None:
-        heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold), gen))
+        seq = next(self._seq)
+        heapq.heappush(self._heap, (at, seq, weakref.ref(hold), gen))
+        if len(self._heap) >= self._purge_at:
+            self._purge()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
-        if self._waiter is not None and not self._waiter.done():
+        # Only a round earlier than every other moves the time the task
+        # sleeps until: one acquire costs the loop no wake-up.
+        if self._heap[0][1] == seq and self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+    def _purge(self) -> None:
+        """Drops the rounds of holds released (or watched anew) since they
+        were added, which would each cost the watcher a wake-up when due."""
+        live = []
+        for entry in self._heap:
+            hold = entry[2]()
+            if hold is not None and hold._watches(entry[3]):
+                live.append(entry)
+        heapq.heapify(live)
+        self._heap = live
+        self._purge_at = max(64, 2 * len(live))
+
+    def rounds(self) -> int:
+        """Rounds waiting in the heap, released holds' included until purged."""
+        return len(self._heap)
 
     def tasks(self) -> int:
         return int(self._task is not None and not self._task.done())
@@ -59,6 +89,7 @@ class Scheduler:
                 self._waiter = loop.create_future()
                 try:
                     await asyncio.wait([self._waiter], timeout=wait)
+                    self.wakes += 1
                 finally:
                     self._waiter = None
             _, _, ref, gen = heapq.heappop(self._heap)
@@ -91,6 +122,21 @@ def scheduler() -> Scheduler:
 async def exchange(conn: Any, args: Sequence[Any]) -> Any:
     await conn.send_command(*args)
     return await conn.read_response()
+
+
+if sys.version_info >= (3, 11):
+    async def within(aw: Awaitable[Any], limit: Optional[float]) -> Any:
+        """`aw` within `limit` seconds (None: no end), else TimeoutError.
+        `asyncio.timeout` runs it in the caller's task, where `wait_for`
+        (before 3.12) makes a task of its own: two loop turns more on
+        every command."""
+        if limit is None:
+            return await aw
+        async with asyncio.timeout(limit):
+            return await aw
+else:
+    async def within(aw: Awaitable[Any], limit: Optional[float]) -> Any:
+        return await asyncio.wait_for(aw, limit)
 
 
 class Keeper:
@@ -152,12 +198,12 @@ class Keeper:
         conn = self._conn
         try:
             if self._identify and self._id is None:
-                self._id = await asyncio.wait_for(exchange(conn, ["CLIENT", "ID"]), limit)
+                self._id = await within(exchange(conn, ["CLIENT", "ID"]), limit)
             # The limit covers connecting too (a half-open peer never
             # answers the handshake). Not `read_response(timeout=...)`:
             # redis.asyncio answers None when that passes, which reads as
             # "not acquired".
-            return await asyncio.wait_for(exchange(conn, args), limit)
+            return await within(exchange(conn, args), limit)
         except asyncio.TimeoutError:
             await self._reset()
             raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None

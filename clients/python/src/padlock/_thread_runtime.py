@@ -34,6 +34,9 @@ TIMEOUT = 5.0
 
 
 class Watched(Protocol):
+    def _watches(self, gen: int) -> bool:
+        """Whether the rounds added as `gen` are still this hold's."""
+
     def _watch_once(self, gen: int) -> Optional[float]:
         """One round of the watching that started as `gen`: the monotonic
         time of the next one, or None to stop."""
@@ -47,6 +50,11 @@ class Scheduler:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, "weakref.ref[Any]", int]] = []
         self._seq = itertools.count()
+        # The heap's size at which the rounds of holds released since are
+        # dropped (twice what was left last time: O(1) per round added).
+        self._purge_at = 64
+        #: How often the watcher woke up to look at the heap (for tests).
+        self.wakes = 0
         # Made at first use, and again should `threading` have been
         # patched (gevent, eventlet) since: see `Lock` below.
         self._cv_kind: Any = None
@@ -62,11 +70,33 @@ class Scheduler:
 
     def add(self, hold: Watched, at: float, gen: int) -> None:
         with self._condition():
-            heapq.heappush(self._heap, (at, next(self._seq), weakref.ref(hold), gen))
+            seq = next(self._seq)
+            heapq.heappush(self._heap, (at, seq, weakref.ref(hold), gen))
+            if len(self._heap) >= self._purge_at:
+                self._purge()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="padlock-watch", daemon=True)
                 self._thread.start()
-            self._cv.notify()
+            elif self._heap[0][1] == seq:
+                # Only a round earlier than every other moves the time the
+                # watcher sleeps until: one acquire wakes no thread.
+                self._cv.notify()
+
+    def _purge(self) -> None:
+        """Drops the rounds of holds released (or watched anew) since they
+        were added, which would each cost the watcher a wake-up when due."""
+        live = []
+        for entry in self._heap:
+            hold = entry[2]()
+            if hold is not None and hold._watches(entry[3]):
+                live.append(entry)
+        heapq.heapify(live)
+        self._heap = live
+        self._purge_at = max(64, 2 * len(live))
+
+    def rounds(self) -> int:
+        """Rounds waiting in the heap, released holds' included until purged."""
+        return len(self._heap)
 
     def threads(self) -> int:
         """Watcher threads running (0 or 1)."""
@@ -81,6 +111,7 @@ class Scheduler:
                 while not self._heap or self._heap[0][0] > time.monotonic():
                     wait = None if not self._heap else self._heap[0][0] - time.monotonic()
                     cv.wait(wait)
+                    self.wakes += 1
                     if cv is not self._cv:
                         return
                 _, _, ref, gen = heapq.heappop(self._heap)
