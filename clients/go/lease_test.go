@@ -119,3 +119,43 @@ func TestHeldRightAfterALongWait(t *testing.T) {
 		}
 	})
 }
+
+// Issue 39's uncontended path: an acquire adds its first round without
+// waking the watcher (unless it is the earliest), and released holds'
+// rounds are dropped in bulk instead of waking it once each when due.
+func TestAnAcquireWakesNoWatcher(t *testing.T) {
+	onEachDriver(t, func(t *testing.T, s *server, p *Client) {
+		ctx := context.Background()
+		anchor := p.Lock("wake:anchor", TTL(30*time.Second))
+		held, err := anchor.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		l := p.Lock("wake:k", TTL(60*time.Second))
+		p.w.mu.Lock()
+		wakes := p.w.wakes
+		p.w.mu.Unlock()
+		for range 1000 {
+			h, err := l.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.w.mu.Lock()
+		woke, queued := p.w.wakes-wakes, len(p.w.q)
+		p.w.mu.Unlock()
+		if woke >= 20 {
+			t.Fatalf("the watcher woke %d times for 1,000 acquires", woke)
+		}
+		if queued > 130 {
+			t.Fatalf("%d rounds queued: released holds' rounds are not purged", queued)
+		}
+		if err := anchor.Release(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -12,9 +12,14 @@ import (
 // ttl, on one goroutine and one timer: no goroutine per hold. A round that
 // must talk to the server runs on a goroutine of its own while it lasts.
 type watcher struct {
-	mu    sync.Mutex
-	q     rounds
-	seq   int
+	mu  sync.Mutex
+	q   rounds
+	seq int
+	// purgeAt is the queue's length at which the rounds of holds released
+	// since are dropped (twice what was left last time: O(1) per round).
+	purgeAt int
+	// wakes counts the times run looked at the queue (for tests).
+	wakes int
 	wake  chan struct{}
 	done  chan struct{}
 	close sync.Once
@@ -52,11 +57,36 @@ func (w *watcher) add(h *hold, at time.Duration, gen int) {
 	w.mu.Lock()
 	w.seq++
 	heap.Push(&w.q, round{at: at, seq: w.seq, h: h, gen: gen})
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if len(w.q) >= max(w.purgeAt, 64) {
+		w.purgeLocked()
 	}
+	// Only a round earlier than every other moves the time run sleeps
+	// until: an acquire wakes no goroutine.
+	earliest := w.q[0].seq == w.seq
+	w.mu.Unlock()
+	if earliest {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// purgeLocked drops the rounds of holds released (or watched anew) since
+// they were added, which would each cost a wake-up when due.
+func (w *watcher) purgeLocked() {
+	live := w.q[:0]
+	for _, r := range w.q {
+		if r.h.watches(r.gen) {
+			live = append(live, r)
+		}
+	}
+	for i := len(live); i < len(w.q); i++ {
+		w.q[i] = round{} // no reference kept to a dropped hold
+	}
+	w.q = live
+	heap.Init(&w.q)
+	w.purgeAt = 2 * len(w.q)
 }
 
 func (w *watcher) stop() { w.close.Do(func() { close(w.done) }) }
@@ -66,9 +96,12 @@ func (w *watcher) run() {
 	defer t.Stop()
 	for {
 		w.mu.Lock()
+		w.wakes++
 		var due []round
 		for len(w.q) > 0 && w.q[0].at <= mono() {
-			due = append(due, heap.Pop(&w.q).(round))
+			if r := heap.Pop(&w.q).(round); r.h.watches(r.gen) {
+				due = append(due, r)
+			}
 		}
 		next := time.Hour
 		if len(w.q) > 0 {
@@ -90,6 +123,13 @@ func (w *watcher) run() {
 		case <-t.C:
 		}
 	}
+}
+
+// watches says whether rounds added as gen are still this hold's.
+func (h *hold) watches(gen int) bool {
+	h.st.Lock()
+	defer h.st.Unlock()
+	return gen == h.gen && h.depth > 0 && !h.dead
 }
 
 // round is one round of the watching that started as gen: when the next
