@@ -125,6 +125,11 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
     collected.register(this, this.box, this);
   }
 
+  /** @internal Whether rounds added as `gen` still watch this hold. */
+  watches(gen: number): boolean {
+    return this.watching && gen === this.gen;
+  }
+
   /** @internal One round of the shared timer: when the next is due, or
    * undefined when this hold needs no more. */
   async watchOnce(gen: number): Promise<number | undefined> {

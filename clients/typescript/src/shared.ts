@@ -13,6 +13,9 @@ interface Watched {
   /** One round of the watching that started as `gen`: when the next is due
    * (monotonic ms), or undefined to stop. */
   watchOnce(gen: number): Promise<number | undefined>;
+  /** Whether rounds added as `gen` are still this hold's (the others are
+   * dropped in bulk instead of each firing the timer when due). */
+  watches?(gen: number): boolean;
 }
 
 interface Entry {
@@ -29,10 +32,27 @@ class Scheduler {
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
+  // The heap's size at which released holds' rounds are dropped (twice
+  // what was left last time: O(1) per round added).
+  private purgeAt = 64;
 
   add(hold: Watched, at: number, gen: number): void {
     this.push({ at, seq: this.seq++, ref: new WeakRef(hold), gen });
+    if (this.heap.length >= this.purgeAt) this.purge();
     this.arm();
+  }
+
+  /** Rounds waiting, released holds' included until purged. */
+  get rounds(): number {
+    return this.heap.length;
+  }
+
+  private purge(): void {
+    // A sorted array is a heap.
+    this.heap = this.heap
+      .filter((e) => e.ref.deref()?.watches?.(e.gen) ?? false)
+      .sort((a, b) => (before(a, b) ? -1 : 1));
+    this.purgeAt = Math.max(64, 2 * this.heap.length);
   }
 
   /** Timers running (0 or 1). */

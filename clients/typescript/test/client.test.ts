@@ -189,6 +189,20 @@ test("a thousand holds share one timer and two connections, and are watched by o
   client.disconnect();
 });
 
+test("released holds' rounds are dropped from the shared timer in bulk", async () => {
+  const { scheduler } = await import("../src/shared.js");
+  const client = server.ioredis();
+  const lock = new Lock(client, "rounds:k", { ttl: 60_000 });
+  // Holds of earlier tests may still be watched: they count as live.
+  const before = scheduler.rounds;
+  for (let i = 0; i < 5000; i++) {
+    assert.ok((await lock.acquire()) !== null);
+    await lock.release();
+  }
+  const bound = 2 * before + 130;
+  assert.ok(scheduler.rounds <= bound, `${scheduler.rounds} rounds waiting (${before} before): released holds' are not purged`);
+});
+
 test("top lists the keys with the most waiters", async () => {
   const owner = new Lock(r, "hot", { holder: "owner", ttl: 5000 });
   await owner.acquire();
