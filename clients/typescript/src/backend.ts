@@ -8,6 +8,11 @@ export type Arg = string | number;
 export interface Conn {
   call(args: Arg[]): Promise<unknown>;
   close(): Promise<void>;
+  /** Whether the open connection keeps the process alive: a keeper no
+   * hold uses stays open for the next acquire without keeping a process
+   * whose holds are over from exiting. (Without it, such a keeper is
+   * closed at once.) */
+  ref?(on: boolean): void;
 }
 
 /** What padlock needs of a client: a dedicated connection on demand
@@ -29,13 +34,47 @@ interface Emitter {
   on(event: "error", listener: (err: unknown) => void): unknown;
 }
 
+/** The application's client, which says when it has ended for good
+ * (`disconnect()`, `quit()`): padlock's connections made from it end too. */
+interface Ending {
+  once(event: "end", listener: () => void): unknown;
+  off(event: "end", listener: () => void): unknown;
+}
+
+/** Closes `close` when `client` ends; the returned function forgets it. */
+function endsWith(client: unknown, close: () => void): () => void {
+  const c = client as Partial<Ending>;
+  if (typeof c.once !== "function" || typeof c.off !== "function") return () => undefined;
+  const end = (): void => {
+    try {
+      close();
+    } catch {
+      // closed already
+    }
+  };
+  c.once("end", end);
+  return () => c.off?.("end", end);
+}
+
 const ignore = (): void => undefined;
+
+interface Refable {
+  ref(): unknown;
+  unref(): unknown;
+}
+
+const refTo = (handle: Refable | undefined, on: boolean): void => {
+  if (on) handle?.ref();
+  else handle?.unref();
+};
 
 interface IoRedisLike extends Emitter {
   duplicate(overrides?: Record<string, unknown>): IoRedisLike;
   connect(): Promise<unknown>;
   call(command: string, ...args: Arg[]): Promise<unknown>;
   disconnect(): void;
+  /** Its socket, once connected. */
+  readonly stream?: Refable;
 }
 
 interface NodeRedisLike extends Emitter {
@@ -45,6 +84,8 @@ interface NodeRedisLike extends Emitter {
   sendCommand(args: string[], options?: Record<string, unknown>): Promise<unknown>;
   close?(): Promise<void>;
   destroy?(): void;
+  ref?(): void;
+  unref?(): void;
 }
 
 /** RESP's integer type (`:`), mapped to a string by node-redis 5. */
@@ -69,11 +110,16 @@ function ioredis(client: IoRedisLike): Backend {
       const conn = client.duplicate(IOREDIS_HOLD);
       conn.on("error", ignore);
       await conn.connect();
+      const forget = endsWith(client, () => conn.disconnect());
       return {
         call: ([cmd, ...rest]) => conn.call(String(cmd), ...rest),
         // At once, not QUIT: a hold's connection is closed when it failed
         // or went silent, and a QUIT there would wait forever.
-        close: async () => conn.disconnect(),
+        close: async () => {
+          forget();
+          conn.disconnect();
+        },
+        ref: (on) => refTo(conn.stream, on),
       };
     },
   };
@@ -88,12 +134,19 @@ function nodeRedis(client: NodeRedisLike): Backend {
       conn.on("error", ignore);
       await conn.connect();
       const options = { typeMapping: { [RESP_NUMBER]: String } };
+      const end = (): void => {
+        if (conn.destroy) conn.destroy();
+        else void conn.close?.().catch(ignore);
+      };
+      const forget = endsWith(client, end);
       return {
         call: (args) => conn.sendCommand(args.map(String), options),
         close: async () => {
+          forget();
           if (conn.destroy) conn.destroy();
           else if (conn.close) await conn.close();
         },
+        ref: conn.ref && conn.unref ? (on) => refTo(conn as Refable, on) : undefined,
       };
     },
   };

@@ -124,14 +124,19 @@ const before = (a: Entry, b: Entry): boolean => a.at < b.at || (a.at === b.at &&
 
 export const scheduler = new Scheduler();
 
+/** How long a keeper no hold uses stays open (ms). */
+const IDLE_MS = 10_000;
+
 /** The connection the holds of one client share. Commands run one at a
- * time; it is open only while a hold uses it (`use`/`done`), so a process
- * whose holds are over can exit. */
+ * time; it keeps the process alive only while a hold uses it (`use`/
+ * `done`), so a process whose holds are over can exit, and it stays open
+ * a while after, so that the next acquire opens none. */
 export class Keeper {
   private conn: Conn | undefined;
   private opening: Promise<Conn> | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private users = 0;
+  private idle: NodeJS.Timeout | undefined;
   /** Bumped whenever the connection goes: bindings made on an earlier one
    * are gone. */
   epoch = 0;
@@ -145,14 +150,31 @@ export class Keeper {
   constructor(private readonly backend: Backend) {}
 
   use(): void {
-    this.users++;
+    if (this.users++ > 0) return;
+    clearTimeout(this.idle);
+    this.idle = undefined;
+    this.conn?.ref?.(true);
   }
 
+  /** The last hold let go: the connection stays open for the next acquire
+   * (none opened per acquire), without keeping the process alive, and is
+   * closed once no hold has used it for `IDLE_MS`. A connection that
+   * cannot stop keeping the process alive is closed at once. */
   done(): void {
-    if (--this.users <= 0) {
-      this.users = 0;
+    if (--this.users > 0) return;
+    this.users = 0;
+    const conn = this.conn;
+    if (conn?.ref === undefined) {
       void this.reset();
+      return;
     }
+    conn.ref(false);
+    clearTimeout(this.idle);
+    this.idle = setTimeout(() => {
+      this.idle = undefined;
+      if (this.users === 0) void this.reset();
+    }, IDLE_MS);
+    this.idle.unref();
   }
 
   /** `args` on the shared connection after the commands before it; the
@@ -206,6 +228,7 @@ export class Keeper {
       const conn = await Promise.race([opening, cut]);
       this.id = this.backend.silentReconnects ? String(await within(conn.call(["CLIENT", "ID"]), limit ?? 5000)) : undefined;
       this.conn = conn;
+      conn.ref?.(this.users > 0);
     } catch (e) {
       // Late or failed: closed when it comes, and the next call tries anew.
       if (this.opening === opening) this.opening = undefined;
