@@ -491,6 +491,9 @@ def main():
     print("==> 10,000 waiters through the clients", flush=True)
     import clientwaits
     waiters += "\n\n" + clientwaits.formatted(clientwaits.measure(10000))
+    print("==> uncontended acquire + release through the clients", flush=True)
+    import uncontended
+    waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000)
     print("==> 1,000 holds and 1,000 waiters through the Python clients", flush=True)
     import holdcost
     waiters += "\n\n" + holdcost.formatted(1000, holdcost.run(1000))

@@ -52,6 +52,21 @@ public final class Versus {
             System.out.println();
             System.out.println("| operation | p50 µs | p99 µs |");
             System.out.println("| --- | ---: | ---: |");
+            // The same round trips without a lock library: the baseline of
+            // an acquire + release sent the same way (SET NX PX + DEL).
+            try (var plain = lettuce.connect()) {
+                var sync = plain.sync();
+                var nx = io.lettuce.core.SetArgs.Builder.nx().px(5000);
+                timed("SET NX PX + DEL (Lettuce, sync)", () -> {
+                    sync.set("bench:rt:set", "v", nx);
+                    sync.del("bench:rt:set");
+                });
+            }
+            var nxJ = redis.clients.jedis.params.SetParams.setParams().nx().px(5000);
+            timed("SET NX PX + DEL (Jedis)", () -> {
+                jedis.set("bench:rt:setj", "v", nxJ);
+                jedis.del("bench:rt:setj");
+            });
             roundTrip("padlock lock()+unlock() (Lettuce)", onLettuce.getLock("bench:rt:l"));
             roundTrip("padlock lock()+unlock() (Jedis)", onJedis.getLock("bench:rt:j"));
             roundTrip("Redisson RLock lock()+unlock()", redisson.getLock("bench:rt:r"));

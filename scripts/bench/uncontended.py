@@ -1,0 +1,113 @@
+"""An uncontended acquire + release through padlock's Python and TypeScript
+clients, next to `SET key v NX PX` + `DEL` sent the same way (the same
+driver, its own connection, one call after the other), for `make bench`:
+what a lock costs a caller when nobody else wants it. The two are
+interleaved call by call, so that the machine's drift falls on both; the
+medians of N each. (The Go and Java clients have the same rows in their own
+benchmarks.)
+
+    python scripts/bench/uncontended.py [n]
+"""
+
+import asyncio
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
+
+from harness import Server  # noqa: E402
+
+WARMUP = 500
+
+
+def median_us(xs):
+    return sorted(xs)[len(xs) // 2] * 1e6
+
+
+def python_sync(port, n):
+    import redis
+
+    from padlock import Lock
+
+    r = redis.Redis(port=port)
+    lock = Lock(r, "uncontended:sync", ttl=5)
+    base, pl = [], []
+    for i in range(n + WARMUP):
+        t = time.perf_counter()
+        r.set("uncontended:set", "v", nx=True, px=5000)
+        r.delete("uncontended:set")
+        b = time.perf_counter() - t
+        t = time.perf_counter()
+        lock.acquire()
+        lock.release()
+        p = time.perf_counter() - t
+        if i >= WARMUP:
+            base.append(b)
+            pl.append(p)
+    return median_us(base), median_us(pl)
+
+
+async def python_asyncio(port, n):
+    import redis.asyncio as aredis
+
+    from padlock import aio
+
+    r = aredis.Redis(port=port)
+    lock = aio.Lock(r, "uncontended:aio", ttl=5)
+    base, pl = [], []
+    for i in range(n + WARMUP):
+        t = time.perf_counter()
+        await r.set("uncontended:set", "v", nx=True, px=5000)
+        await r.delete("uncontended:set")
+        b = time.perf_counter() - t
+        t = time.perf_counter()
+        await lock.acquire()
+        await lock.release()
+        p = time.perf_counter() - t
+        if i >= WARMUP:
+            base.append(b)
+            pl.append(p)
+    await r.aclose()
+    return median_us(base), median_us(pl)
+
+
+def typescript(port, n):
+    out = subprocess.run(["node", str(ROOT / "scripts" / "bench" / "uncontended.mjs"), str(port), str(n)],
+                         cwd=ROOT / "clients" / "typescript", capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return got["base"], got["padlock"]
+
+
+def measure(n=3000):
+    rows = {}
+    for name, fn in [("Python (redis-py, threads)", python_sync),
+                     ("Python (redis-py, asyncio)", lambda p, k: asyncio.run(python_asyncio(p, k))),
+                     ("TypeScript (ioredis)", typescript)]:
+        s = Server()
+        try:
+            rows[name] = fn(s.port, n)
+        finally:
+            s.stop()
+        print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def formatted(rows, n=3000):
+    lines = [f"**Uncontended acquire + release through the clients**, against `SET NX PX` + `DEL` sent "
+             f"through the same driver the same way, interleaved call by call (medians of {n:,}; "
+             f"`python scripts/bench/uncontended.py`). Goal: at most 1.3x.", "",
+             "| client | SET NX PX + DEL µs | padlock acquire + release µs | ratio |",
+             "| --- | ---: | ---: | ---: |"]
+    for name, (base, pl) in rows.items():
+        lines.append(f"| {name} | {base:.0f} | {pl:.0f} | {pl / base:.2f}x |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    print(formatted(measure(n), n))
