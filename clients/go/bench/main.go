@@ -185,6 +185,21 @@ func main() {
 	for _, r := range out {
 		fmt.Printf("| %s | %.0f | %d |\n", r.name, float64(r.roundTrip.Microseconds()), r.roundTripFail)
 	}
+	// The baseline: the same two round trips without a lock library.
+	plain := setNXDel{rdb}
+	d, failed := uncontended(plain, 5000)
+	fmt.Printf("| SET NX PX + DEL (go-redis, no lock library) | %.0f | %d |\n", float64(d.Microseconds()), failed)
+}
+
+// setNXDel is SET NX PX + DEL through go-redis: what an acquire and a
+// release cost without any lock library, as the baseline row.
+type setNXDel struct{ rdb *redis.Client }
+
+func (s setNXDel) lock(ctx context.Context) (func(), error) {
+	if _, err := s.rdb.SetNX(ctx, "bench:setnx", "v", 5*time.Second).Result(); err != nil {
+		return nil, err
+	}
+	return func() { s.rdb.Del(ctx, "bench:setnx") }, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
