@@ -25,8 +25,13 @@ export enum Verdict {
   Raise,
 }
 
-/** A fresh request-id: 96 random bits. */
-export const requestId = (): string => randomBytes(12).toString("hex");
+// 96 random bits per process, then a counter: unique without asking the
+// system for randomness on every request (a tenth of an acquire's time).
+const ID_PREFIX = randomBytes(12).toString("hex") + ":";
+let idCounter = 0;
+
+/** A fresh request-id, never used before by any process (w.h.p.). */
+export const requestId = (): string => ID_PREFIX + (++idCounter).toString(36);
 
 export const withId = (args: Arg[], rid: string | undefined): Arg[] =>
   rid === undefined ? args : [...args, "ID", rid];
