@@ -102,3 +102,26 @@ def test_a_child_holds_and_watches_on_its_own(server, r):
     assert out == "1", "the child's hold outlived its ttl: kept by its own connection"
     assert parent.held
     parent.release()
+
+
+def test_a_forked_child_draws_request_ids_of_its_own():
+    """Request-ids are a per-process prefix and a counter: a child forked
+    after the parent sent requests must not send the parent's next ids
+    (they would replay the parent's replies on the server)."""
+    from padlock._retry import request_id
+
+    parent = [request_id() for _ in range(3)]
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.write(wr, request_id().encode())
+        finally:
+            os._exit(0)
+    os.close(wr)
+    child = os.read(rd, 200).decode()
+    os.close(rd)
+    os.waitpid(pid, 0)
+    nxt = request_id()
+    assert len(set(parent + [nxt, child])) == 5
+    assert child.split(":")[0] != nxt.split(":")[0], "the child has a prefix of its own"
