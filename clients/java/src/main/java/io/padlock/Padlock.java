@@ -28,8 +28,8 @@ import java.util.function.Consumer;
  * try { ... } finally { lock.unlock(); }
  * }</pre>
  *
- * <p>One Padlock has one scheduler (two daemon threads) that watches every
- * hold; leases are kept by the server with {@code KEEP} while the hold's
+ * <p>One Padlock has one watcher thread that times every hold's rounds and
+ * a scheduler (two daemon threads) that runs them; leases are kept by the server with {@code KEEP} while the hold's
  * connection lives, so nothing is renewed by a timer. Close it to stop the
  * scheduler; the application's driver stays open.
  */
@@ -38,6 +38,8 @@ public final class Padlock implements AutoCloseable {
 
     final Driver driver;
     final ScheduledThreadPoolExecutor scheduler;
+    /** Every watched hold's rounds (run on the scheduler). */
+    final Watcher watcher;
     /** Runs interruptible waits for drivers without futures of their own. */
     final ExecutorService helper;
     /**
@@ -73,6 +75,7 @@ public final class Padlock implements AutoCloseable {
         this.replicas = b.replicas;
         this.scheduler = new ScheduledThreadPoolExecutor(2, daemons("padlock-watch"));
         this.scheduler.setRemoveOnCancelPolicy(true);
+        this.watcher = new Watcher(scheduler, "padlock-rounds");
         this.helper = Executors.newCachedThreadPool(daemons("padlock-wait"));
         this.async = Executors.newFixedThreadPool(2, daemons("padlock-async"));
         this.replies = Executors.newSingleThreadExecutor(daemons("padlock-reply"));
@@ -159,6 +162,7 @@ public final class Padlock implements AutoCloseable {
             }
         }
         keepers.values().forEach(Keeper::close);
+        watcher.close();
         scheduler.shutdownNow();
         helper.shutdownNow();
         async.shutdownNow();

@@ -3,7 +3,6 @@ package io.padlock;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -55,7 +54,7 @@ final class SharedHold {
     private volatile long leaseUntil;
     private volatile boolean lost;
     private final List<Runnable> onLost = new CopyOnWriteArrayList<>();
-    private ScheduledFuture<?> watch;
+    private Watcher.Ticket watch;
 
     SharedHold(Padlock pad, Kind kind, String holder, long ttlMs) {
         this.pad = pad;
@@ -214,7 +213,7 @@ final class SharedHold {
         leaseUntil = sentAt + TimeUnit.MILLISECONDS.toNanos(ttlMs);
         if (watch == null) {
             long every = Math.max(10, ttlMs / 3);
-            watch = pad.scheduler.scheduleWithFixedDelay(this::watchOnce, every, every, TimeUnit.MILLISECONDS);
+            watch = pad.watcher.every(every, this::watchOnce);
         }
     }
 
@@ -404,7 +403,7 @@ final class SharedHold {
     private void finish(boolean clean, boolean forget) {
         ended = true;
         if (watch != null) {
-            watch.cancel(false);
+            watch.cancel();
             watch = null;
         }
         if (keeper.mailman != null) {

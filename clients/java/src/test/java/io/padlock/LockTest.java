@@ -40,6 +40,39 @@ class LockTest extends OnServer {
         return null;
     }
 
+    /**
+     * An uncontended acquire wakes no thread of padlock's: its hold's first
+     * round is timed by the watcher, which wakes only for the earliest
+     * round, and released holds' rounds are dropped in bulk.
+     */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void anAcquireWakesNoWatcher(String driver) throws Exception {
+        Padlock p = pad(driver);
+        PadlockLock anchor = p.getLock("wake:anchor"); // an earlier round: the watcher sleeps on it
+        anchor.lock();
+        try {
+            Thread.sleep(100);
+            PadlockLock lock = p.getLock("wake:k");
+            long wakes;
+            synchronized (p.watcher) {
+                wakes = p.watcher.wakes;
+            }
+            for (int i = 0; i < 1000; i++) {
+                lock.lock();
+                lock.unlock();
+            }
+            long woke;
+            synchronized (p.watcher) {
+                woke = p.watcher.wakes - wakes;
+            }
+            assertTrue(woke < 20, "the watcher woke " + woke + " times for 1,000 acquires");
+            assertTrue(p.watcher.rounds() <= 130, p.watcher.rounds() + " rounds queued: released holds' not purged");
+        } finally {
+            anchor.unlock();
+        }
+    }
+
     /** The seeds' scenario: a function holding the lock calls one that takes it again. */
     @ParameterizedTest
     @FieldSource("drivers")
