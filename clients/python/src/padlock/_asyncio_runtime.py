@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
 import redis
 
 from ._glide import Glide as Driver
+from ._common import live_rounds
 from ._retry import CONNECTION_ERRORS
 
 __all__ = ["Driver"]
@@ -61,16 +62,8 @@ class Scheduler:
             self._waiter.set_result(None)
 
     def _purge(self) -> None:
-        """Drops the rounds of holds released (or watched anew) since they
-        were added, which would each cost the watcher a wake-up when due."""
-        live = []
-        for entry in self._heap:
-            hold = entry[2]()
-            if hold is not None and hold._watches(entry[3]):
-                live.append(entry)
-        heapq.heapify(live)
-        self._heap = live
-        self._purge_at = max(64, 2 * len(live))
+        self._heap = live_rounds(self._heap)
+        self._purge_at = max(64, 2 * len(self._heap))
 
     def rounds(self) -> int:
         """Rounds waiting in the heap, released holds' included until purged."""

@@ -3,6 +3,7 @@ replies' shapes (how requests are resent is `_retry`)."""
 
 from __future__ import annotations
 
+import heapq
 import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -281,3 +282,16 @@ def taken_back(args: Sequence[Any]) -> tuple[Any, Any, list[Any]]:
     key, holder = (args[2], args[2 + int(args[1])]) if multi else (args[1], args[2])
     i = list(args).index("BLOCK")
     return key, holder, [*args[:i + 1], 1, *args[i + 2:]]
+
+
+def live_rounds(heap: list[Any]) -> list[Any]:
+    """A watcher's heap of `(at, seq, hold ref, gen)` rounds without those
+    of holds released (or watched anew) since they were added, which would
+    each cost the watcher a wake-up when due; a heap again."""
+    live = []
+    for entry in heap:
+        hold = entry[2]()
+        if hold is not None and hold._watches(entry[3]):
+            live.append(entry)
+    heapq.heapify(live)
+    return live
