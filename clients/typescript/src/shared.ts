@@ -50,7 +50,11 @@ class Scheduler {
   private purge(): void {
     // A sorted array is a heap.
     this.heap = this.heap
-      .filter((e) => e.ref.deref()?.watches?.(e.gen) ?? false)
+      .filter((e) => {
+        // Collected holds go; a hold that cannot tell stays.
+        const hold = e.ref.deref();
+        return hold !== undefined && (hold.watches?.(e.gen) ?? true);
+      })
       .sort((a, b) => (before(a, b) ? -1 : 1));
     this.purgeAt = Math.max(64, 2 * this.heap.length);
   }
