@@ -106,11 +106,12 @@ const IOREDIS_HOLD = {
 
 function ioredis(client: IoRedisLike): Backend {
   return {
-    async open() {
+    async open(forWait = false) {
       const conn = client.duplicate(IOREDIS_HOLD);
       conn.on("error", ignore);
       await conn.connect();
-      const forget = endsWith(client, () => conn.disconnect());
+      // A wait's own connection ends with its wait.
+      const forget = forWait ? ignore : endsWith(client, () => conn.disconnect());
       return {
         call: ([cmd, ...rest]) => conn.call(String(cmd), ...rest),
         // At once, not QUIT: a hold's connection is closed when it failed
@@ -127,24 +128,23 @@ function ioredis(client: IoRedisLike): Backend {
 
 function nodeRedis(client: NodeRedisLike): Backend {
   return {
-    async open() {
+    async open(forWait = false) {
       // No reconnects: a failed connection is closed and a fresh one opened.
       const socket = { ...(client.options?.socket ?? {}), reconnectStrategy: false };
       const conn = client.duplicate({ socket });
       conn.on("error", ignore);
       await conn.connect();
       const options = { typeMapping: { [RESP_NUMBER]: String } };
-      const end = (): void => {
+      const shut = async (): Promise<void> => {
         if (conn.destroy) conn.destroy();
-        else void conn.close?.().catch(ignore);
+        else if (conn.close) await conn.close();
       };
-      const forget = endsWith(client, end);
+      const forget = forWait ? ignore : endsWith(client, () => void shut().catch(ignore));
       return {
         call: (args) => conn.sendCommand(args.map(String), options),
         close: async () => {
           forget();
-          if (conn.destroy) conn.destroy();
-          else if (conn.close) await conn.close();
+          await shut();
         },
         ref: conn.ref && conn.unref ? (on) => refTo(conn as Refable, on) : undefined,
       };

@@ -172,7 +172,13 @@ export class Keeper {
       void this.reset();
       return;
     }
-    conn.ref(false);
+    this.idleLater(conn);
+  }
+
+  /** An open connection no hold uses: it keeps no process alive, and is
+   * closed if still unused `IDLE_MS` from now. */
+  private idleLater(conn: Conn): void {
+    conn.ref?.(false);
     clearTimeout(this.idle);
     this.idle = setTimeout(() => {
       this.idle = undefined;
@@ -232,7 +238,8 @@ export class Keeper {
       const conn = await Promise.race([opening, cut]);
       this.id = this.backend.silentReconnects ? String(await within(conn.call(["CLIENT", "ID"]), limit ?? 5000)) : undefined;
       this.conn = conn;
-      conn.ref?.(this.users > 0);
+      // Opened for a last look (a ping) or as the last hold let go.
+      if (this.users === 0 && conn.ref !== undefined) this.idleLater(conn);
     } catch (e) {
       // Late or failed: closed when it comes, and the next call tries anew.
       if (this.opening === opening) this.opening = undefined;

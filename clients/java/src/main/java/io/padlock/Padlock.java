@@ -29,9 +29,10 @@ import java.util.function.Consumer;
  * }</pre>
  *
  * <p>One Padlock has one watcher thread that times every hold's rounds and
- * a scheduler (two daemon threads) that runs them; leases are kept by the server with {@code KEEP} while the hold's
- * connection lives, so nothing is renewed by a timer. Close it to stop the
- * scheduler; the application's driver stays open.
+ * a scheduler (two daemon threads) that runs them; leases are kept by the
+ * server with {@code KEEP} while the hold's connection lives, so nothing is
+ * renewed by a timer. Close it to stop both; the application's driver
+ * stays open.
  */
 public final class Padlock implements AutoCloseable {
     private static final SecureRandom RANDOM = new SecureRandom();
