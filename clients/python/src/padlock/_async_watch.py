@@ -95,7 +95,7 @@ class Hold(HoldCore):
         for args in self._extend_cmds():
             cmd: list[Any] = args + ["KEEP"] if self.keep else args
             if m is not None:
-                cmd += ["MAILBOX", m.mailbox]
+                cmd += ["MAILBOX", m.box(args[1])]
             try:
                 try:
                     await self._send(lambda _: cmd, "renew", self._lease_until)

@@ -17,7 +17,8 @@ import redis
 from redis.asyncio.cluster import RedisCluster
 
 from ._common import DRAIN, mail_element, parse_outcome, popped, taken_back, with_mailbox
-from ._asyncio_runtime import TIMEOUT, Driver, Keeper, exchange, keeper
+from ._asyncio_runtime import TIMEOUT, Driver, Keeper, exchange, keeper, within
+from ._slots import INVALIDATE, invalidated, is_pong, request_key, slot_box
 
 
 class Slot:
@@ -37,10 +38,15 @@ class Mailman:
 
     POLL = 1.0
 
-    def __init__(self, make: Callable[..., Awaitable[Any]], keeper: Keeper) -> None:
+    def __init__(self, make: Callable[..., Awaitable[Any]], keeper: Keeper, cluster: bool = False) -> None:
         self._make = make
         self.keeper = keeper
         self.mailbox = f"padlock:mailbox:{uuid.uuid4().hex}"
+        #: In a cluster, a mailbox per slot heard of through tracking (see
+        #: `_thread_mail.Mailman._hear`): those named, the latest PING's time.
+        self.cluster = cluster
+        self._boxes: set[str] = set()
+        self._pinged = float("-inf")
         self._slots: dict[str, Slot] = {}
         self._watched: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
         self._task: Optional[asyncio.Task[None]] = None
@@ -74,6 +80,15 @@ class Mailman:
     def forget(self, rid: str) -> None:
         self._slots.pop(rid, None)
 
+    def box(self, key: Any) -> str:
+        """The mailbox for a request on `key`: the process's, or in a
+        cluster that of the key's slot."""
+        if not self.cluster:
+            return self.mailbox
+        name = slot_box(self.mailbox + ":", key)
+        self._boxes.add(name)
+        return name
+
     def fresh(self) -> float:
         """Since when the holds bound to the keeper with this mailbox are
         known to live (see `_thread_mail.Mailman.fresh`)."""
@@ -100,8 +115,13 @@ class Mailman:
             while self._slots or self._watched:
                 try:
                     if conn is None:
-                        conn = await self._make(socket_timeout=None)
+                        conn = await self._make(socket_timeout=None, protocol=2)
+                        if self.cluster:
+                            await self._subscribe(conn)
                     poll = self.poll
+                    if self.cluster:
+                        await self._hear(conn, poll)
+                        continue
                     # Up to DRAIN at a time: fewer means the mailbox is
                     # empty now, so a burst needs no extra read.
                     command: list[Any] = ["BLMPOP", poll, 1, self.mailbox, "LEFT", "COUNT", DRAIN]
@@ -136,14 +156,62 @@ class Mailman:
                 await conn.disconnect()
 
 
+    # -- in a cluster (see `_thread_mail.Mailman`'s twins) ----------------------
+
+    async def _subscribe(self, conn: Any) -> None:
+        cid = await within(exchange(conn, ["CLIENT", "ID"]), TIMEOUT)
+        await within(exchange(conn, ["CLIENT", "TRACKING", "ON", "REDIRECT", cid, "BCAST",
+                                     "PREFIX", self.mailbox + ":"]), TIMEOUT)
+        sent = asyncio.get_running_loop().time()
+        await within(exchange(conn, ["SUBSCRIBE", INVALIDATE]), TIMEOUT)
+        for box in list(self._boxes):
+            await self._drain(box)
+        self.clear_at = max(self.clear_at, sent)
+        self._pinged = sent
+
+    async def _hear(self, conn: Any, poll: float) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self._pinged + poll - loop.time()
+        if wait > 0:
+            message = await conn.read_response(timeout=wait)
+            if message is not None:
+                await self._notice(message)
+            return
+        sent = loop.time()
+        await conn.send_command("PING")
+        while True:
+            message = await within(conn.read_response(), TIMEOUT)
+            if is_pong(message):
+                break
+            await self._notice(message)
+        self.clear_at = max(self.clear_at, self._pinged)
+        self._pinged = sent
+        if self.keeper.alive_at < loop.time() - poll:
+            await self.keeper.ping()
+
+    async def _notice(self, message: Any) -> None:
+        keys = invalidated(message)
+        for box in list(self._boxes) if keys is None else [k for k in keys if k in self._boxes]:
+            await self._drain(box)
+
+    async def _drain(self, box: str) -> None:
+        while True:
+            reply, _ = await self.keeper.call(["LMPOP", 1, box, "LEFT", "COUNT", DRAIN], TIMEOUT)
+            elements = popped(reply)
+            for element in elements:
+                self._deliver(element)
+            if len(elements) < DRAIN:
+                return
+
+
 _MAILMEN: "weakref.WeakKeyDictionary[Keeper, Mailman]" = weakref.WeakKeyDictionary()
 os.register_at_fork(after_in_child=_MAILMEN.clear)  # see `_asyncio_runtime`
 
 
-def mailman(k: Keeper, make: Callable[..., Awaitable[Any]]) -> Mailman:
+def mailman(k: Keeper, make: Callable[..., Awaitable[Any]], cluster: bool = False) -> Mailman:
     m = _MAILMEN.get(k)
     if m is None:
-        m = _MAILMEN[k] = Mailman(make, k)
+        m = _MAILMEN[k] = Mailman(make, k, cluster)
     return m
 
 
@@ -159,7 +227,7 @@ async def mail_wait(k: Keeper, m: Mailman, args: list[Any],
     on this side is taken back (`LOCK.CANCEL`, a racing grant released)."""
     loop = asyncio.get_running_loop()
     rid = args[args.index("ID") + 1]
-    args, ms = with_mailbox(args, m.mailbox)
+    args, ms = with_mailbox(args, m.box(request_key(args)))
     slot = m.register(rid)
     try:
         epochs = (k.epoch, m.epoch)
@@ -219,10 +287,12 @@ class Source:
         self.node: Any = None
         self.glide = client if isinstance(client, Driver) else None
         self.pool = None if isinstance(client, (RedisCluster, Driver)) else client.connection_pool
-        # In a cluster a mailbox must share the slot of the request's key,
-        # and one connection waits on one slot's: waits there hold a
-        # connection each. So do waits on a server without `MAILBOX`.
-        self.mailbox = self.pool is not None or (self.glide is not None and not self.glide.cluster)
+        # In a cluster a mailbox per slot, heard of through tracking
+        # (`_slots`); glide's cluster has no connection of padlock's to
+        # track on: a wait there holds one of its own, as on a server
+        # without `MAILBOX`.
+        self.cluster = isinstance(client, RedisCluster)
+        self.mailbox = self.glide is None or not self.glide.cluster
 
     async def _where(self) -> tuple[Any, dict[str, Any], str]:
         if self.glide is not None:
@@ -248,7 +318,7 @@ class Source:
     async def mailman(self) -> Optional[Mailman]:
         """The mailman of the key's server, when waits and losses go
         through a mailbox there."""
-        return mailman(await self.keeper(), self.make) if self.mailbox else None
+        return mailman(await self.keeper(), self.make, self.cluster) if self.mailbox else None
 
     def no_mailbox(self, e: Exception) -> bool:
         """Whether `e` says the server has no `MAILBOX` (an older build of
@@ -267,7 +337,7 @@ class Source:
         if self.mailbox and "ID" in args and "BLOCK" in args:
             k = await self.keeper()
             try:
-                return await mail_wait(k, mailman(k, self.make), list(args), give_back)
+                return await mail_wait(k, mailman(k, self.make, self.cluster), list(args), give_back)
             except redis.ResponseError as e:
                 if not self.no_mailbox(e):
                     raise

@@ -19,6 +19,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ._common import DRAIN, mail_element, parse_outcome, popped, taken_back, with_mailbox
+from ._slots import INVALIDATE, invalidated, is_pong, request_key, slot_box
 from ._thread_runtime import TIMEOUT, Driver, Keeper, _run, keeper, node
 
 
@@ -34,10 +35,15 @@ class Mailman:
     #: and pings the keeper between two.
     POLL = 1.0
 
-    def __init__(self, pool: Any, keeper: "Keeper") -> None:
+    def __init__(self, pool: Any, keeper: "Keeper", cluster: bool = False) -> None:
         self._pool = pool
         self.keeper = keeper
         self.mailbox = f"padlock:mailbox:{uuid.uuid4().hex}"
+        #: In a cluster, a mailbox per slot (`_slots`), heard of through
+        #: tracking: those named so far, and when the latest PING went.
+        self.cluster = cluster
+        self._boxes: set[str] = set()
+        self._pinged = float("-inf")
         self._slots: dict[str, "Slot"] = {}
         self._watched: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
@@ -81,6 +87,16 @@ class Mailman:
         with self._lock:
             self._slots.pop(rid, None)
 
+    def box(self, key: Any) -> str:
+        """The mailbox for a request on `key`: the process's, or in a
+        cluster that of the key's slot."""
+        if not self.cluster:
+            return self.mailbox
+        name = slot_box(self.mailbox + ":", key)
+        with self._lock:
+            self._boxes.add(name)
+        return name
+
     def fresh(self) -> float:
         """Since when the holds bound to the keeper with this mailbox are
         known to live: their binding was there when the keeper last
@@ -112,7 +128,13 @@ class Mailman:
                     kw = dict(self._pool.connection_kwargs)
                     kw["socket_timeout"] = poll + TIMEOUT
                     kw["socket_connect_timeout"] = TIMEOUT
+                    kw["protocol"] = 2
                     conn = self._pool.connection_class(**kw)
+                    if self.cluster:
+                        self._subscribe(conn)
+                if self.cluster:
+                    self._hear(conn, poll)
+                    continue
                 # Up to DRAIN at a time: fewer means the mailbox is empty
                 # now, so a burst (10,000 grants) needs no extra read.
                 command: list[Any] = ["BLMPOP", poll, 1, self.mailbox, "LEFT", "COUNT", DRAIN]
@@ -146,6 +168,63 @@ class Mailman:
             conn.disconnect()
 
 
+    # -- in a cluster: writes to the slots' mailboxes heard through tracking --
+
+    def _subscribe(self, conn: Any) -> None:
+        """Tracks every mailbox of this process on `conn` itself, then
+        drains those named so far: a post made before the subscription
+        took is popped now, any later one is heard of."""
+        cid = _run(conn, ["CLIENT", "ID"], TIMEOUT)
+        _run(conn, ["CLIENT", "TRACKING", "ON", "REDIRECT", cid, "BCAST", "PREFIX", self.mailbox + ":"], TIMEOUT)
+        sent = time.monotonic()
+        _run(conn, ["SUBSCRIBE", INVALIDATE], TIMEOUT)
+        with self._lock:
+            boxes = list(self._boxes)
+        for box in boxes:
+            self._drain(box)
+        self.clear_at = max(self.clear_at, sent)
+        self._pinged = sent
+
+    def _hear(self, conn: Any, poll: float) -> None:
+        """Hands on what the mailboxes named by invalidations hold, and
+        pings `conn` once per `poll`: a PONG comes after the invalidations
+        of every post made before the previous PING was served (they go
+        out at the end of that event-loop turn), so all of those were
+        handed on: `clear_at` is that PING's send time."""
+        wait = self._pinged + poll - time.monotonic()
+        if wait > 0:
+            if conn.can_read(timeout=wait):
+                self._notice(conn.read_response())
+            return
+        sent = time.monotonic()
+        conn.send_command("PING")
+        while True:
+            message = conn.read_response()
+            if is_pong(message):
+                break
+            self._notice(message)
+        self.clear_at = max(self.clear_at, self._pinged)
+        self._pinged = sent
+        if self.keeper.alive_at < time.monotonic() - poll:
+            self.keeper.ping()
+
+    def _notice(self, message: Any) -> None:
+        keys = invalidated(message)
+        with self._lock:
+            named = list(self._boxes) if keys is None else [k for k in keys if k in self._boxes]
+        for box in named:
+            self._drain(box)
+
+    def _drain(self, box: str) -> None:
+        """Pops `box` on the keeper until it is empty."""
+        while True:
+            elements = popped(self.keeper.call(["LMPOP", 1, box, "LEFT", "COUNT", DRAIN], TIMEOUT)[0])
+            for element in elements:
+                self._deliver(element)
+            if len(elements) < DRAIN:
+                return
+
+
 class Slot:
     """One registered wait: its outcome once mailed."""
 
@@ -169,11 +248,11 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=lambda: _after_fork_in_child())
 
 
-def mailman(client: Any, k: Keeper) -> Mailman:
+def mailman(client: Any, k: Keeper, cluster: bool = False) -> Mailman:
     with _MAILMEN_LOCK:
         m = _MAILMEN.get(k)
         if m is None:
-            m = _MAILMEN[k] = Mailman(client.connection_pool, k)
+            m = _MAILMEN[k] = Mailman(client.connection_pool, k, cluster)
         return m
 
 
@@ -184,11 +263,12 @@ class Source:
 
     def __init__(self, client: Any, key: str) -> None:
         self.client = node(client, key)
-        # In a cluster a mailbox must share the slot of the request's key,
-        # and one connection can wait on one slot's: waits there hold a
-        # connection each. So do waits on a server without `MAILBOX`.
-        self.mailbox = not isinstance(client, RedisCluster) and not (
-            isinstance(client, Driver) and client.cluster)
+        # In a cluster a mailbox must share the slot of the request's key:
+        # a mailbox per slot, heard of through tracking (`_slots`); glide
+        # has no connection of padlock's to track on, so there a wait holds
+        # a connection of its own, as on a server without `MAILBOX`.
+        self.cluster = isinstance(client, RedisCluster)
+        self.mailbox = not (isinstance(client, Driver) and client.cluster)
 
     def keeper(self) -> Keeper:
         return keeper(self.client)
@@ -196,7 +276,7 @@ class Source:
     def mailman(self) -> Optional[Mailman]:
         """The mailman of the key's server, when waits and losses go
         through a mailbox there."""
-        return mailman(self.client, self.keeper()) if self.mailbox else None
+        return mailman(self.client, self.keeper(), self.cluster) if self.mailbox else None
 
     def no_mailbox(self, e: Exception) -> bool:
         """Whether `e` says the server has no `MAILBOX` (an older build of
@@ -216,7 +296,7 @@ class Source:
         grant is bound there, with the mailbox)."""
         if self.mailbox and "ID" in args and "BLOCK" in args:
             try:
-                return mail_wait(self.keeper(), mailman(self.client, self.keeper()),
+                return mail_wait(self.keeper(), mailman(self.client, self.keeper(), self.cluster),
                                  list(args), give_back)
             except redis.ResponseError as e:
                 if not self.no_mailbox(e):
@@ -240,7 +320,7 @@ def mail_wait(k: Keeper, m: Mailman, args: list[Any],
     or answered with its grant). A wait interrupted on this side is taken
     back (`LOCK.CANCEL`), and a grant that raced it released."""
     rid = args[args.index("ID") + 1]
-    args, ms = with_mailbox(args, m.mailbox)
+    args, ms = with_mailbox(args, m.box(request_key(args)))
     slot = m.register(rid)
     try:
         epochs = (k.epoch, m.epoch)
