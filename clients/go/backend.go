@@ -67,6 +67,15 @@ func (g *goRedis) node(ctx context.Context, key string) (string, error) {
 }
 
 func (g *goRedis) open(_ context.Context, node string) (wire, error) {
+	opt, err := g.ownOptions(node)
+	if err != nil {
+		return nil, err
+	}
+	return &goRedisWire{c: redis.NewClient(opt)}, nil
+}
+
+// ownOptions are those of a connection of padlock's own to node.
+func (g *goRedis) ownOptions(node string) (*redis.Options, error) {
 	var base *redis.Options
 	if g.cc == nil {
 		base = g.single.Options()
@@ -96,7 +105,10 @@ func (g *goRedis) open(_ context.Context, node string) (wire, error) {
 	opt.ConnMaxLifetime = 0
 	opt.Protocol = 2
 	opt.DisableIdentity = true
-	return &goRedisWire{c: redis.NewClient(&opt)}, nil
+	// Named, so that CLIENT LIST tells padlock's connections from the
+	// application's (sent with the connection's handshake).
+	opt.ClientName = "padlock"
+	return &opt, nil
 }
 
 type goRedisWire struct{ c *redis.Client }

@@ -102,12 +102,16 @@ func (c *Client) nodeOf(ctx context.Context, key string) (*keeper, *mailman, err
 		k = newKeeper(c.b, node)
 		c.keepers[node] = k
 	}
-	if c.b.cluster() {
-		return k, nil, nil
+	tr, _ := c.b.(tracking)
+	if c.b.cluster() && tr == nil {
+		return k, nil, nil // valkey-go's cluster: a connection per wait
+	}
+	if !c.b.cluster() {
+		tr = nil
 	}
 	m := c.mailmen[node]
 	if m == nil {
-		m = newMailman(c.b, k)
+		m = newMailman(c.b, k, tr)
 		c.mailmen[node] = m
 	}
 	return k, m, nil

@@ -69,7 +69,11 @@ func mailWait(ctx context.Context, m *mailman, given []any, giveBack []any) (rep
 	rid := argAfter(given, "ID")
 	at := index(given, "BLOCK")
 	ms, _ := strconv.ParseInt(fmt.Sprint(given[at+1]), 10, 64)
-	args := append(append(append([]any{}, given[:at+2]...), "MAILBOX", m.box), given[at+2:]...)
+	key := fmt.Sprint(given[1])
+	if fmt.Sprint(given[0]) == "LOCK.MACQUIRE" {
+		key = fmt.Sprint(given[2])
+	}
+	args := append(append(append([]any{}, given[:at+2]...), "MAILBOX", m.boxFor(key)), given[at+2:]...)
 	s := m.register(rid)
 	defer m.forget(rid)
 	epochs := [2]uint64{k.epoch.Load(), m.epoch.Load()}

@@ -42,11 +42,17 @@ type mailman struct {
 	// clearAt is the send time (mono) of the latest read that found the
 	// mailbox empty: every loss posted before it was handed to its hold.
 	clearAt atomic.Int64
+	// In a cluster (tr set): the slots' mailboxes named so far, and the
+	// send time of the tracking connection's latest ping (see hear).
+	tr     tracking
+	boxes  map[string]bool
+	pinged time.Duration
 }
 
-func newMailman(b backend, k *keeper) *mailman {
+func newMailman(b backend, k *keeper, tr tracking) *mailman {
 	m := &mailman{b: b, k: k, box: "padlock:mailbox:" + requestID() + requestID()[:8],
-		slots: map[string]*slot{}, watched: map[string]*hold{}, poll: maxPoll}
+		slots: map[string]*slot{}, watched: map[string]*hold{}, poll: maxPoll,
+		tr: tr, boxes: map[string]bool{}}
 	m.clearAt.Store(int64(never))
 	return m
 }
@@ -117,9 +123,13 @@ func (m *mailman) deliver(element string) {
 
 func (m *mailman) run() {
 	var w wire
+	var t tracker
 	defer func() {
 		if w != nil {
 			w.close()
+		}
+		if t != nil {
+			t.close()
 		}
 	}()
 	for {
@@ -131,10 +141,20 @@ func (m *mailman) run() {
 		}
 		poll := m.poll
 		m.mu.Unlock()
-		if err := m.read(&w, poll); err != nil {
+		var err error
+		if m.tr != nil {
+			err = m.hear(&t, poll)
+		} else {
+			err = m.read(&w, poll)
+		}
+		if err != nil {
 			if w != nil {
 				w.close()
 				w = nil
+			}
+			if t != nil {
+				t.close()
+				t = nil
 			}
 			m.epoch.Add(1)
 			m.mu.Lock()

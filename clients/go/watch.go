@@ -195,7 +195,7 @@ func (h *hold) renewLocked() bool {
 		if h.o.keep {
 			ext = append(ext, "KEEP")
 			if h.m != nil {
-				ext = append(ext, "MAILBOX", h.m.box)
+				ext = append(ext, "MAILBOX", h.m.boxFor(fmt.Sprint(ext[1])))
 			}
 		}
 		_, got, err := h.send(context.Background(), func(time.Duration) []any { return ext }, phaseRenew, deadline, false)
