@@ -64,7 +64,7 @@ final class AsyncWait {
         List<String> args = new ArrayList<>(make.apply(leftMs));
         int at = args.indexOf("BLOCK");
         args.add(at + 2, "MAILBOX");
-        args.add(at + 3, m.mailbox);
+        args.add(at + 3, m.mailboxFor(args));
         args.add("ID");
         args.add(rid);
         sent = args;

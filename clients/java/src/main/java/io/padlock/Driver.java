@@ -23,9 +23,27 @@ public interface Driver extends AutoCloseable {
         return "";
     }
 
-    /** Whether waits and losses may go through a mailbox ({@code MAILBOX}): not in a cluster. */
+    /**
+     * Whether waits and losses may go through a mailbox ({@code MAILBOX}):
+     * in a cluster only where the driver can {@link #tracked track}.
+     */
     default boolean mailbox() {
         return true;
+    }
+
+    /** Whether keys live in a cluster (a mailbox then shares each request's slot). */
+    default boolean cluster() {
+        return false;
+    }
+
+    /**
+     * In a cluster, a connection of padlock's own to {@code key}'s node that
+     * hears of writes to keys starting with {@code prefix} and hands the keys
+     * named to {@code heard} ({@code null}: every key may have changed, a
+     * flush); see {@link Tracked}.
+     */
+    default Tracked tracked(String key, String prefix, java.util.function.Consumer<java.util.List<String>> heard) {
+        throw new UnsupportedOperationException("this driver cannot track keys");
     }
 
     /**

@@ -31,7 +31,7 @@ final class MailWait {
             List<String> args = new ArrayList<>(make.apply(leftMs));
             int at = args.indexOf("BLOCK");
             args.add(at + 2, "MAILBOX");
-            args.add(at + 3, m.mailbox);
+            args.add(at + 3, m.mailboxFor(args));
             args.add("ID");
             // One id for every sending: a resend is answered with the grant
             // made meanwhile, or queued again.

@@ -6,7 +6,9 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -38,14 +40,36 @@ final class Mailman {
     /** The send time (nanoTime) of the latest read that found the mailbox empty. */
     private volatile long clearAt;
     private volatile boolean cleared;
+    /**
+     * In a cluster: a mailbox per slot, those named so far, heard of through
+     * tracking (the keys each notice names; {@link #ALL} for a flush), and
+     * the send time of the tracking connection's latest PING.
+     */
+    private final boolean cluster;
+    private final Set<String> boxes = ConcurrentHashMap.newKeySet();
+    private final LinkedBlockingQueue<List<String>> heard = new LinkedBlockingQueue<>();
+    private static final List<String> ALL = List.of();
+    private long pinged;
 
     Mailman(Padlock pad, Keeper keeper, String route) {
         this.pad = pad;
         this.keeper = keeper;
         this.route = route;
+        this.cluster = pad.driver.cluster();
         byte[] b = new byte[16];
         RANDOM.nextBytes(b);
         this.mailbox = "padlock:mailbox:" + HexFormat.of().formatHex(b);
+    }
+
+    /** The mailbox of {@code request}: the keeper's, or in a cluster that of its key's slot. */
+    String mailboxFor(List<String> request) {
+        if (!cluster) {
+            return mailbox;
+        }
+        String key = request.get(0).equals("LOCK.MACQUIRE") ? request.get(2) : request.get(1);
+        String box = mailbox + ":{" + Slots.tag(Slots.of(key)) + "}";
+        boxes.add(box);
+        return box;
     }
 
     /**
@@ -116,9 +140,13 @@ final class Mailman {
                 }
                 try {
                     if (conn == null) {
-                        conn = pad.driver.dedicated(route);
+                        conn = cluster ? track() : pad.driver.dedicated(route);
                     }
                     long poll = pollMs;
+                    if (conn instanceof Tracked t) {
+                        hear(t, poll);
+                        continue;
+                    }
                     // Up to DRAIN at a time: fewer means the mailbox is empty
                     // now, so a burst needs no extra read.
                     List<String> command = List.of("BLMPOP", String.format(java.util.Locale.ROOT, "%.3f", poll / 1000.0),
@@ -159,6 +187,72 @@ final class Mailman {
         } finally {
             if (conn != null) {
                 conn.discard();
+            }
+        }
+    }
+
+    /**
+     * Tracks this Padlock's mailboxes on the node; those named so far are
+     * drained: a post made before tracking began is popped now, any later
+     * one is heard of.
+     */
+    private Tracked track() {
+        heard.clear();
+        Tracked t = pad.driver.tracked(route, mailbox + ":", keys -> heard.add(keys == null ? ALL : keys));
+        long sent = System.nanoTime();
+        drain(t, List.copyOf(boxes));
+        clearAt = sent;
+        cleared = true;
+        pinged = sent;
+        return t;
+    }
+
+    /**
+     * Hands on what the mailboxes named by notices hold, and pings the
+     * tracking connection once per {@code poll}: its PONG comes after the
+     * notices of every post made before the previous PING was served (they
+     * go out at the end of that event-loop turn), so all of those were
+     * handed on: {@code clearAt} is that PING's send time.
+     */
+    private void hear(Tracked t, long poll) throws InterruptedException {
+        long wait = pinged + TimeUnit.MILLISECONDS.toNanos(poll) - System.nanoTime();
+        if (wait > 0) {
+            t.listen(Math.max(1, TimeUnit.NANOSECONDS.toMillis(wait)));
+            drainHeard(t);
+            return;
+        }
+        long sent = System.nanoTime();
+        t.call(5000, List.of("PING"));
+        drainHeard(t);
+        clearAt = pinged;
+        pinged = sent;
+        if (!keeper.aliveSince(System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(poll))) {
+            keeper.ping();
+        }
+    }
+
+    private void drainHeard(Tracked t) {
+        List<String> keys;
+        while ((keys = heard.poll()) != null) {
+            drain(t, named(keys));
+        }
+    }
+
+    private List<String> named(List<String> keys) {
+        return keys == ALL ? List.copyOf(boxes) : keys.stream().filter(boxes::contains).toList();
+    }
+
+    /** Pops each mailbox until it is empty, on {@code t} if it {@link Tracked#pops pops}, else on the keeper. */
+    private void drain(Tracked t, List<String> names) {
+        for (String box : names) {
+            while (true) {
+                List<String> pop = List.of("LMPOP", "1", box, "LEFT", "COUNT", Integer.toString(DRAIN));
+                Object got = t.pops() ? t.call(5000, pop) : keeper.call(5000, pop).value();
+                List<?> elements = got == null ? List.of() : Replies.asList(Replies.asList(got).get(1));
+                elements.forEach(e -> deliver(String.valueOf(e)));
+                if (elements.size() < DRAIN) {
+                    break;
+                }
             }
         }
     }

@@ -224,7 +224,7 @@ final class SharedHold {
             if (keeper.mailman != null && cmd.contains("KEEP")) {
                 cmd = new ArrayList<>(cmd);
                 cmd.add("MAILBOX");
-                cmd.add(keeper.mailman.mailbox);
+                cmd.add(keeper.mailman.mailboxFor(cmd));
             }
             send(cmd, deadline);
         }

@@ -44,6 +44,107 @@ class ClusterTest {
         return out;
     }
 
+    /** padlock's connections to node {@code i} (named so). */
+    static int padlockConnections(int i) throws Exception {
+        String list = cluster.cmd(i, "CLIENT", "LIST");
+        return list.split(" name=padlock ", -1).length - 1;
+    }
+
+    static int waiters(String key) throws Exception {
+        int node = nodesHolding(key).iterator().next();
+        List<String> info = List.of(cluster.cmd(node, "LOCK.INFO", key).split(" "));
+        return Integer.parseInt(info.get(info.indexOf("waiters") + 1));
+    }
+
+    /**
+     * Issue 39 in a cluster: waits on keys of many slots on three
+     * masters go through a mailbox per slot, heard of through tracking: two
+     * connections of padlock's per node however many wait; a loss is mailed.
+     */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void clusterWaitsShareTwoConnectionsPerNode(String driver) throws Exception {
+        // An earlier test's connections are gone first.
+        for (int i = 0; i < 3; i++) {
+            for (int t = 0; t < 250 && padlockConnections(i) > 0; t++) {
+                Thread.sleep(20);
+            }
+        }
+        try (Clients clients = new Clients()) {
+            Padlock p = clients.cluster(driver, cluster.ports);
+            List<String> keys = new java.util.ArrayList<>();
+            for (int i = 0; i < 15; i++) {
+                keys.add("cmail:" + driver + ":" + i);
+            }
+            List<PadlockLock> held = new java.util.ArrayList<>();
+            for (String k : keys) {
+                PadlockLock l = p.getLock(k);
+                l.lock();
+                held.add(l);
+            }
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(60);
+            List<java.util.concurrent.Future<Boolean>> waits = new java.util.ArrayList<>();
+            for (int i = 0; i < 60; i++) {
+                String k = keys.get(i % keys.size());
+                waits.add(pool.submit(() -> {
+                    PadlockLock l = p.getLock(k);
+                    if (!l.tryLock(30, TimeUnit.SECONDS)) {
+                        return false;
+                    }
+                    l.unlock();
+                    return true;
+                }));
+            }
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+            int queued = 0;
+            while (System.nanoTime() < end) {
+                queued = 0;
+                for (String k : keys) {
+                    queued += waiters(k);
+                }
+                if (queued == 60) {
+                    break;
+                }
+                Thread.sleep(20);
+            }
+            assertEquals(60, queued, "every wait queued");
+            int total = 0;
+            for (int i = 0; i < 3; i++) {
+                int n = padlockConnections(i);
+                assertTrue(n <= 2, "node " + i + ": " + n + " connections of padlock's for 60 waits");
+                total += n;
+            }
+            assertTrue(total >= 3, "a keeper on every node at least");
+            // A wait that times out hears so through its slot's mailbox.
+            assertFalse(CompletableFuture.supplyAsync(() -> {
+                try {
+                    return p.getLock(keys.get(3)).tryLock(200, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }).get());
+            // A loss, mailed: far sooner than a round would find it.
+            String lost = keys.get(0);
+            cluster.cmd(nodesHolding(lost).iterator().next(), "DEL", lost);
+            PadlockLock first = held.get(0);
+            long t0 = System.nanoTime();
+            while (!first.isLost() && System.nanoTime() - t0 < TimeUnit.MILLISECONDS.toNanos(1500)) {
+                Thread.sleep(10);
+            }
+            assertTrue(first.isLost(), "the loss was heard");
+            for (PadlockLock l : held.subList(1, held.size())) {
+                l.unlock();
+            }
+            for (java.util.concurrent.Future<Boolean> w : waits) {
+                assertTrue(w.get(30, TimeUnit.SECONDS), "every wait granted through its slot's mailbox");
+            }
+            pool.shutdown();
+            for (int i = 0; i < 3; i++) {
+                assertTrue(padlockConnections(i) <= 2);
+            }
+        }
+    }
+
     @ParameterizedTest
     @FieldSource("drivers")
     void locksOnEveryNodeAndMultiLocksWithAHashTag(String driver) throws Exception {

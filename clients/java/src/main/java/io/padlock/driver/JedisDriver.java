@@ -4,9 +4,12 @@ import io.padlock.Driver;
 import io.padlock.Link;
 import io.padlock.LinkException;
 import io.padlock.ReplyException;
+import io.padlock.Tracked;
 import java.util.List;
+import java.util.function.Consumer;
 import redis.clients.jedis.CommandArguments;
 import redis.clients.jedis.Connection;
+import redis.clients.jedis.ConnectionPool;
 import redis.clients.jedis.JedisCluster;
 import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.RedisClient;
@@ -25,6 +28,8 @@ import redis.clients.jedis.util.JedisClusterCRC16;
 @SuppressWarnings("deprecation") // JedisPooled and JedisCluster: deprecated in Jedis 7, still what most code has
 public final class JedisDriver implements Driver {
     private final UnifiedJedis jedis;
+    /** In a cluster, which node serves each slot (CLUSTER SLOTS, read again when a slot has none). */
+    private final JedisSlots slots;
 
     public JedisDriver(UnifiedJedis jedis) {
         if (!(jedis instanceof JedisPooled || jedis instanceof RedisClient || jedis instanceof JedisCluster
@@ -33,6 +38,7 @@ public final class JedisDriver implements Driver {
                     + "RedisClusterClient (it borrows connections of its own from their pools)");
         }
         this.jedis = jedis;
+        this.slots = new JedisSlots(() -> open("{0}"));
     }
 
     @Override
@@ -67,10 +73,10 @@ public final class JedisDriver implements Driver {
         } else if (jedis instanceof RedisClient r) {
             pool = r.getPool();
         } else {
-            return open(key);
+            return clusterDedicated(key);
         }
         try {
-            Connection c = pool.getFactory().makeObject().getObject();
+            Connection c = named(pool.getFactory().makeObject().getObject());
             return new JedisLink(c, c::close);
         } catch (JedisConnectionException e) {
             throw new LinkException("no connection: " + e.getMessage(), e);
@@ -79,18 +85,51 @@ public final class JedisDriver implements Driver {
         }
     }
 
-    private boolean cluster() {
+    @Override
+    public boolean cluster() {
         return jedis instanceof JedisCluster || jedis instanceof RedisClusterClient;
     }
 
+    /** In a cluster, the master of the key's slot: holds of one node share its keeper. */
     @Override
     public String node(String key) {
-        return cluster() ? "slot:" + JedisClusterCRC16.getSlot(key) : "";
+        return cluster() ? slots.node(JedisClusterCRC16.getSlot(key)) : "";
+    }
+
+    /** In a cluster, a connection the node's pool factory makes, never borrowed from the pool. */
+    private Link clusterDedicated(String key) {
+        String node = node(key);
+        ConnectionPool pool = clusterNodes().get(node);
+        if (pool == null) {
+            throw new LinkException("no pool for the cluster node " + node, null);
+        }
+        try {
+            Connection c = named(pool.getFactory().makeObject().getObject());
+            return new JedisLink(c, c::close);
+        } catch (Exception e) {
+            throw new LinkException("no connection: " + e, e);
+        }
+    }
+
+    private java.util.Map<String, ConnectionPool> clusterNodes() {
+        return jedis instanceof JedisCluster jc ? jc.getClusterNodes() : ((RedisClusterClient) jedis).getClusterNodes();
+    }
+
+    /** Named, so that CLIENT LIST tells padlock's connections from the application's. */
+    private static Connection named(Connection c) {
+        try {
+            c.executeCommand(new CommandArguments(command("CLIENT")).add("SETNAME").add("padlock"));
+            return c;
+        } catch (RuntimeException e) {
+            c.close();
+            throw e;
+        }
     }
 
     @Override
-    public boolean mailbox() {
-        return !cluster();
+    public Tracked tracked(String key, String prefix, Consumer<List<String>> heard) {
+        JedisLink link = (JedisLink) clusterDedicated(key);
+        return new JedisTracked(link.c, prefix, heard);
     }
 
     /** One Jedis {@link Connection}; {@code owner} (if any) is closed instead of it. */

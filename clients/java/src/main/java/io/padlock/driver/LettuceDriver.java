@@ -9,6 +9,7 @@ import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisFuture;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.push.PushListener;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
@@ -19,6 +20,7 @@ import io.padlock.Driver;
 import io.padlock.Link;
 import io.padlock.LinkException;
 import io.padlock.ReplyException;
+import io.padlock.Tracked;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -29,8 +31,10 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.Executor;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
 
 /**
  * Lettuce: connections of padlock's own (a Lettuce connection is shared by
@@ -60,14 +64,89 @@ public final class LettuceDriver implements Driver {
         }
     }
 
+    /** In a cluster, the master of the key's slot: holds of one node share its keeper. */
     @Override
     public String node(String key) {
-        return cluster != null ? "slot:" + SlotHash.getSlot(key) : "";
+        if (cluster == null) {
+            return "";
+        }
+        RedisURI uri = master(key).getUri();
+        return uri.getHost() + ":" + uri.getPort();
     }
 
     @Override
-    public boolean mailbox() {
-        return cluster == null;
+    public boolean cluster() {
+        return cluster != null;
+    }
+
+    private RedisClusterNode master(String key) {
+        RedisClusterNode master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
+        if (master == null) {
+            cluster.refreshPartitions();
+            master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
+        }
+        if (master == null) {
+            throw new LinkException("no node serves the slot of " + key, null);
+        }
+        return master;
+    }
+
+    /**
+     * A RESP3 connection of its own (never pooled) whose tracking notices
+     * arrive as pushes, decoded on Lettuce's I/O thread before the replies
+     * that follow them.
+     */
+    @Override
+    public Tracked tracked(String key, String prefix, Consumer<List<String>> heard) {
+        LettuceLink link = (LettuceLink) open(key);
+        StatefulRedisConnection<String, String> c = link.c;
+        Semaphore arrived = new Semaphore(0);
+        c.addListener((PushListener) push -> {
+            if (!"invalidate".equals(push.getType())) {
+                return;
+            }
+            List<Object> content = push.getContent(StringCodec.UTF8::decodeKey);
+            Object keys = content.size() > 1 ? content.get(1) : null;
+            heard.accept(keys instanceof List<?> l ? l.stream().map(String::valueOf).toList() : null);
+            arrived.release();
+        });
+        try {
+            link.call(5000, List.of("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", prefix, "NOLOOP"));
+        } catch (RuntimeException e) {
+            link.discard();
+            throw e;
+        }
+        return new Tracked() {
+            @Override
+            public Object call(long timeoutMs, List<String> args) {
+                return link.call(timeoutMs, args);
+            }
+
+            @Override
+            public void listen(long waitMs) throws InterruptedException {
+                if (arrived.tryAcquire(waitMs, TimeUnit.MILLISECONDS)) {
+                    arrived.drainPermits();
+                }
+                if (!c.isOpen()) {
+                    throw new LinkException("the tracking connection closed", null);
+                }
+            }
+
+            @Override
+            public boolean pops() {
+                return true;
+            }
+
+            @Override
+            public void close() {
+                link.discard();
+            }
+
+            @Override
+            public void discard() {
+                link.discard();
+            }
+        };
     }
 
     @Override
@@ -81,17 +160,11 @@ public final class LettuceDriver implements Driver {
             RedisClient client = standalone;
             String node = "";
             if (cluster != null) {
-                RedisClusterNode master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
-                if (master == null) {
-                    cluster.refreshPartitions();
-                    master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
-                }
-                if (master == null) {
-                    throw new LinkException("no node serves the slot of " + key, null);
-                }
-                RedisURI uri = master.getUri();
+                RedisURI uri = master(key).getUri();
                 node = uri.getHost() + ":" + uri.getPort();
-                client = nodes.computeIfAbsent(node, n -> RedisClient.create(cluster.getResources(), uri));
+                // Named, so that CLIENT LIST tells padlock's connections from the application's.
+                client = nodes.computeIfAbsent(node, n -> RedisClient.create(cluster.getResources(),
+                        RedisURI.builder(uri).withClientName("padlock").build()));
             }
             ConcurrentLinkedDeque<StatefulRedisConnection<String, String>> pool =
                     idle.computeIfAbsent(node, n -> new ConcurrentLinkedDeque<>());
