@@ -491,6 +491,9 @@ def main():
     print("==> 10,000 waiters through the clients", flush=True)
     import clientwaits
     waiters += "\n\n" + clientwaits.formatted(clientwaits.measure(10000))
+    print("==> 10,000 waiters on 100 slots of a 3-master cluster", flush=True)
+    import clusterwaits
+    waiters += "\n\n" + clusterwaits.formatted(clusterwaits.measure(10000, 100))
     print("==> uncontended acquire + release through the clients", flush=True)
     import uncontended
     waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000)
