@@ -131,3 +131,26 @@ def test_asyncio_waits_and_losses_on_many_slots(cluster_server):
 
     asyncio.run(main())
     r.close()
+
+
+def test_idle_cluster_holds_cost_pings_not_rounds(cluster_server):
+    """Holds kept by the server in a cluster are watched through their
+    slots' mailboxes: once bound, no EXTEND or LOCK.INFO per hold, a PING
+    or two per interval on the tracking connection and the keeper."""
+    r = cluster_server.client()
+    rc = redis.RedisCluster(host="127.0.0.1", port=cluster_server.port)
+    locks = [Lock(rc, f"cidle:{i}", ttl=0.9) for i in range(300)]
+    for lock in locks:
+        assert lock.acquire(blocking=False) is not None
+    time.sleep(1.5)  # every hold's first round: bound with its slot's mailbox
+    r.config_resetstat()
+    time.sleep(1.5)
+    assert served(r, "lock.extend") < 30, "kept leases are not renewed one by one"
+    assert served(r, "lock.info") == 0
+    assert served(r, "ping") + served(r, "client|id") <= 24
+    assert all(lock.held for lock in locks)
+    for lock in locks:
+        lock.release()
+    assert r.dbsize() == 0 or all(k.startswith(b"padlock:mailbox:") for k in r.keys())
+    rc.close()
+    r.close()
