@@ -27,9 +27,9 @@ def test_slot_tags_name_their_slots():
         assert key_slot(box.encode()) == key_slot(key.encode()) == _slots.key_slot(key), (key, box)
 
 
-def waiting(r):
+def waiting(r, keys=KEYS):
     total = 0
-    for k in KEYS:
+    for k in keys:
         raw = r.execute_command("LOCK.INFO", k)
         total += int(dict(zip(raw[::2], raw[1::2]))[b"waiters"]) if raw else 0
     return total
@@ -152,5 +152,38 @@ def test_idle_cluster_holds_cost_pings_not_rounds(cluster_server):
     for lock in locks:
         lock.release()
     assert r.dbsize() == 0 or all(k.startswith(b"padlock:mailbox:") for k in r.keys())
+    rc.close()
+    r.close()
+
+
+def test_cluster_waits_survive_a_killed_tracking_connection(cluster_server):
+    """The tracking connection killed while waits are queued: they are sent
+    again (same ids) and every slot's mailbox swept on the new one."""
+    r = cluster_server.client()
+    rc = redis.RedisCluster(host="127.0.0.1", port=cluster_server.port)
+    keys = KEYS[:6]
+    holders = [Lock(rc, k, ttl=5, holder="owner") for k in keys]
+    for h in holders:
+        assert h.acquire(blocking=False) is not None
+    got: list[int] = []
+
+    def wait(i: int) -> None:
+        lock = Lock(rc, keys[i % len(keys)], ttl=5)
+        if lock.acquire(timeout=20) is not None:
+            got.append(i)
+            lock.release()
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(18)]
+    for t in threads:
+        t.start()
+    assert wait_for(lambda: waiting(r, keys) == 18, 10)
+    assert r.execute_command("CLIENT", "KILL", "TYPE", "pubsub") == 1
+    holders[0].release()  # a grant posted while nobody tracks
+    assert wait_for(lambda: waiting(r, keys) <= 17, 10)
+    for h in holders[1:]:
+        h.release()
+    for t in threads:
+        t.join(20)
+    assert sorted(got) == list(range(18))
     rc.close()
     r.close()
