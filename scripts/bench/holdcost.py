@@ -13,6 +13,7 @@ for the waiters, how many acquired and in what order.
 import asyncio
 import json
 import pathlib
+import subprocess
 import sys
 import threading
 import time
@@ -112,7 +113,10 @@ def in_threads(n, make_hold, port):
         t.start()
         waiters.append(t)
         time.sleep(0.0005)  # they ask in this order
+    time.sleep(0.5)  # all asked
+    waiting_from = calls(watch)
     time.sleep(2.0)
+    wait_rate = max(0.0, (calls(watch) - waiting_from - 1) / 2.0)
     wait_conns = len(watch.client_list()) - base
     queue = server_queue(watch)
     owner.release()
@@ -121,7 +125,7 @@ def in_threads(n, make_hold, port):
     # Threads reach the server in the order the scheduler runs them: FIFO
     # is the server's queue order (its first 100), where there is one.
     fifo = None if not queue else [as_text(h) for h in order[:len(queue)]] == queue
-    return dict(hold_conns=hold_conns, idle_rate=rate, wait_conns=wait_conns,
+    return dict(hold_conns=hold_conns, idle_rate=rate, wait_conns=wait_conns, wait_rate=wait_rate,
                 acquired=len(got), fifo=fifo, errors=len(errors))
 
 
@@ -159,12 +163,15 @@ async def in_tasks(n, port):
         tasks.append(asyncio.create_task(waiter(i)))
         if i % 100 == 99:
             await asyncio.sleep(0)
+    await asyncio.sleep(0.5)
+    waiting_from = calls(watch)
     await asyncio.sleep(2.0)
+    wait_rate = max(0.0, (calls(watch) - waiting_from - 1) / 2.0)
     wait_conns = len(watch.client_list()) - base
     await owner.release()
     await asyncio.gather(*tasks)
     await app.aclose()
-    return dict(hold_conns=hold_conns, idle_rate=rate, wait_conns=wait_conns,
+    return dict(hold_conns=hold_conns, idle_rate=rate, wait_conns=wait_conns, wait_rate=wait_rate,
                 acquired=len(order), fifo=order == sorted(order), errors=0)
 
 
@@ -182,7 +189,35 @@ class RedisPyLock:
         self.lock.release()
 
 
-def run(n):
+def node(n, port):
+    """padlock's TypeScript client and redis-semaphore (scripts/bench/node)."""
+    here = ROOT / "scripts" / "bench" / "node"
+    if not (here / "node_modules" / "redis-semaphore").exists():
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "-q"], cwd=here, check=True)
+    if not (ROOT / "clients" / "typescript" / "dist" / "src" / "index.js").exists():
+        subprocess.run(["npx", "tsc", "-p", "tsconfig.json"], cwd=ROOT / "clients" / "typescript", check=True)
+    out = subprocess.run(["node", "../holdcost.mjs", str(port), str(n)], cwd=here, capture_output=True,
+                         text=True, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def jvm(n, port):
+    """padlock's Java client on Lettuce and on Jedis, and Redisson's RLock
+    (clients/java/src/bench, HoldCost)."""
+    out = subprocess.run(["mvn", "-q", "-B", "-ntp", "-P", "bench", "compile", "exec:java",
+                          "-Dbench.main=io.padlock.bench.HoldCost", f"-Dexec.args={port} {n}"],
+                         cwd=ROOT / "clients" / "java", capture_output=True, text=True, check=True)
+    return [json.loads(line[line.index("{"):]) for line in out.stdout.splitlines() if "{" in line]
+
+
+def go(n, port):
+    """padlock's Go client (clients/go/bench -holdcost)."""
+    out = subprocess.run(["go", "run", ".", "-holdcost", str(n), "-addr", f"127.0.0.1:{port}"],
+                         cwd=ROOT / "clients" / "go" / "bench", capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def run(n, others=True):
     from padlock import Lock
 
     rows = {}
@@ -198,6 +233,14 @@ def run(n):
         finally:
             s.stop()
         print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)
+    for fn in (node, jvm, go) if others else ():
+        s = Server()
+        try:
+            for row in fn(n, s.port):
+                rows[row.pop("client")] = row
+                print(row, file=sys.stderr, flush=True)
+        finally:
+            s.stop()
     return rows
 
 
@@ -206,22 +249,29 @@ FIFO = {True: "yes", False: "no", None: "no queue (polling)"}
 
 def table(n, rows):
     lines = [f"| client | connections, {n:,} holds | connections, {n:,} waiters "
-             f"| server commands/s, {n:,} idle holds | waiters served | FIFO |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+             f"| server commands/s, {n:,} idle holds | server commands/s, {n:,} waiting "
+             f"| waiters served | FIFO |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, r in rows.items():
         lines.append(f"| {name} | {r['hold_conns']:,} | {r['wait_conns']:,} | {r['idle_rate']:,.0f} "
-                     f"| {r['acquired']:,} | {FIFO[r['fifo']]} |")
+                     f"| {r['wait_rate']:,.0f} | {r['acquired']:,} | {FIFO[r['fifo']]} |")
     return "\n".join(lines)
 
 
 def formatted(n, rows):
-    return (f"**Holds and waits through the Python clients**: {n:,} holds on {n:,} keys, each "
-            f"kept by a thread (or an asyncio task) of one process, then {n:,} waiters on one "
-            f"held key; connections on the server besides the application's own, and the "
-            f"commands per second the server runs while the holds sit idle ({IDLE_SECONDS:.0f} s, "
-            f"ttl {TTL:.0f} s: padlock's watching, which before `MAILBOX` was one `LOCK.INFO` per "
-            f"hold per interval, 1,000/s). redis-py's `Lock` renews nothing and polls its waits "
-            f"every 0.1 s on a pooled connection each.\n\n" + table(n, rows))
+    return (f"**Holds and waits through the clients**: {n:,} holds on {n:,} keys in one process "
+            f"(a thread, task, goroutine or future each), then {n:,} waiters on one held key; "
+            f"connections on the server besides those the application's client has once it "
+            f"answered (Redisson's pool of 25 included there), and the commands per second the "
+            f"server runs while the holds sit idle ({IDLE_SECONDS:.0f} s, leases of {TTL:.0f} s: "
+            f"padlock's watching, which before `MAILBOX` was one `LOCK.INFO` per hold per "
+            f"interval, 1,000/s) and while the waiters wait (2 s; a script's own calls count). "
+            f"redis-py's `Lock` renews nothing and polls its waits every 0.1 s on a pooled "
+            f"connection each; redis-semaphore's `Mutex` renews every 0.8 of its lease and polls "
+            f"every 10 ms on the application's connection; Redisson's watchdog renews every third "
+            f"of its lease and its waits hear of releases through pub/sub. Waiters served within "
+            f"120 s; FIFO is the order served against the order queued (padlock's: against the "
+            f"server's queue where threads or goroutines race to it).\n\n" + table(n, rows))
 
 
 def main():

@@ -145,7 +145,12 @@ func uncontended(l locker, n int) (time.Duration, int) {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "server with the module")
 	seconds := flag.Int("seconds", 10, "seconds per contended run")
+	holds := flag.Int("holdcost", 0, "instead: what n holds and n waiters cost (scripts/bench/holdcost.py)")
 	flag.Parse()
+	if *holds > 0 {
+		holdCost(*addr, *holds)
+		return
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 32})
 	defer rdb.Close()
 	gr, err := padlock.New(rdb)
