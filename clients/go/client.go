@@ -104,7 +104,7 @@ func (c *Client) nodeOf(ctx context.Context, key string) (*keeper, *mailman, err
 	}
 	tr, _ := c.b.(tracking)
 	if c.b.cluster() && tr == nil {
-		return k, nil, nil // valkey-go's cluster: a connection per wait
+		return k, nil, nil // a backend that cannot track: a connection per wait
 	}
 	if !c.b.cluster() {
 		tr = nil

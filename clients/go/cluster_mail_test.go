@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/valkey-io/valkey-go"
 )
 
 func TestSlotTagsNameTheirSlots(t *testing.T) {
@@ -34,6 +35,12 @@ func conns(t *testing.T, r *redis.Client) int {
 // through a mailbox per slot, heard of through tracking: two connections
 // of padlock's per node however many wait, and a loss is mailed.
 func TestClusterWaitsShareTwoConnectionsPerNode(t *testing.T) {
+	for _, driver := range []string{"go-redis", "valkey-go"} {
+		t.Run(driver, func(t *testing.T) { clusterWaits(t, driver) })
+	}
+}
+
+func clusterWaits(t *testing.T, driver string) {
 	nodes := startCluster(t)
 	var addrs []string
 	for _, n := range nodes {
@@ -50,6 +57,14 @@ func TestClusterWaitsShareTwoConnectionsPerNode(t *testing.T) {
 		raws[i] = n.raw(t)
 	}
 	p, err := New(rc)
+	if driver == "valkey-go" {
+		vc, verr := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
+		if verr != nil {
+			t.Fatal(verr)
+		}
+		defer vc.Close()
+		p, err = NewValkey(vc)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

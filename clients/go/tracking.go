@@ -69,11 +69,15 @@ type tracker interface {
 	// next waits up to d for a notice; none within d is (nil, nil).
 	next(ctx context.Context, d time.Duration) (*notice, error)
 	ping(ctx context.Context) error
+	// pops: the connection runs other commands too (RESP3, NOLOOP), so
+	// mailboxes are popped on it (do); otherwise on the keeper.
+	pops() bool
+	do(ctx context.Context, args []any) (any, error)
 	close()
 }
 
-// tracking is a backend that can track (go-redis; valkey-go's cluster
-// waits hold a connection each).
+// tracking is a backend that can track (go-redis on RESP2, subscribed;
+// valkey-go on RESP3, its invalidation hook).
 type tracking interface {
 	track(ctx context.Context, node, prefix string) (tracker, error)
 }
@@ -142,6 +146,12 @@ func (t *goRedisTracker) next(ctx context.Context, d time.Duration) (*notice, er
 
 func (t *goRedisTracker) ping(ctx context.Context) error { return t.ps.Ping(ctx) }
 
+func (t *goRedisTracker) pops() bool { return false }
+
+func (t *goRedisTracker) do(context.Context, []any) (any, error) {
+	return nil, errors.New("padlock: a subscribed connection runs no commands")
+}
+
 func (t *goRedisTracker) close() {
 	_ = t.ps.Close()
 	_ = t.c.Close()
@@ -180,7 +190,7 @@ func (m *mailman) hear(t *tracker, poll time.Duration) error {
 		*t = nt
 		// Posts made before the subscription took are popped now; any
 		// later one is heard of.
-		if err := m.drain(m.named(&notice{all: true})...); err != nil {
+		if err := m.drain(nt, m.named(&notice{all: true})...); err != nil {
 			return err
 		}
 		m.raise(sent)
@@ -191,7 +201,7 @@ func (m *mailman) hear(t *tracker, poll time.Duration) error {
 		if err != nil || n == nil {
 			return err
 		}
-		return m.drain(m.named(n)...)
+		return m.drain(*t, m.named(n)...)
 	}
 	sent := mono()
 	if err := (*t).ping(ctx); err != nil {
@@ -208,7 +218,7 @@ func (m *mailman) hear(t *tracker, poll time.Duration) error {
 		if n.pong {
 			break
 		}
-		if err := m.drain(m.named(n)...); err != nil {
+		if err := m.drain(*t, m.named(n)...); err != nil {
 			return err
 		}
 	}
@@ -239,11 +249,21 @@ func (m *mailman) named(n *notice) []string {
 	return out
 }
 
-// drain pops each mailbox on the keeper until it is empty.
-func (m *mailman) drain(boxes ...string) error {
+// drain pops each mailbox until it is empty: on t if it pops, else on the
+// keeper.
+func (m *mailman) drain(t tracker, boxes ...string) error {
 	for _, b := range boxes {
 		for {
-			got, _, err := m.k.call([]any{"LMPOP", "1", b, "LEFT", "COUNT", drain}, callTimeout)
+			cmd := []any{"LMPOP", "1", b, "LEFT", "COUNT", drain}
+			var got any
+			var err error
+			if t.pops() {
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				got, err = t.do(ctx, cmd)
+				cancel()
+			} else {
+				got, _, err = m.k.call(cmd, callTimeout)
+			}
 			if err != nil {
 				return err
 			}

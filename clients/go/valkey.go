@@ -83,7 +83,7 @@ func (v *valkeyBackend) loadSlots(ctx context.Context) error {
 	return nil
 }
 
-func (v *valkeyBackend) open(_ context.Context, node string) (wire, error) {
+func (v *valkeyBackend) open(ctx context.Context, node string) (wire, error) {
 	c := v.c
 	if node != "" {
 		c = v.c.Nodes()[node]
@@ -92,7 +92,14 @@ func (v *valkeyBackend) open(_ context.Context, node string) (wire, error) {
 		}
 	}
 	d, _ := c.Dedicate()
-	return &valkeyWire{d: d}, nil
+	w := &valkeyWire{d: d}
+	// Named, so that CLIENT LIST tells padlock's connections from the
+	// application's.
+	if _, err := w.do(ctx, []any{"CLIENT", "SETNAME", "padlock"}); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
 }
 
 type valkeyWire struct {
