@@ -15,6 +15,9 @@ import (
 // may be called while do waits, which then returns an error.
 type wire interface {
 	do(ctx context.Context, args []any) (any, error)
+	// pipe sends several commands at once; their replies and errors, in
+	// order (a connection error fails the rest).
+	pipe(ctx context.Context, cmds [][]any) ([]any, []error)
 	close()
 }
 
@@ -123,6 +126,29 @@ func (w *goRedisWire) do(ctx context.Context, args []any) (any, error) {
 		return nil, &ReplyError{Msg: r.Error()}
 	}
 	return v, err
+}
+
+func (w *goRedisWire) pipe(ctx context.Context, cmds [][]any) ([]any, []error) {
+	p := w.c.Pipeline()
+	out := make([]*redis.Cmd, len(cmds))
+	for i, c := range cmds {
+		out[i] = p.Do(ctx, c...)
+	}
+	_, _ = p.Exec(ctx)
+	replies := make([]any, len(cmds))
+	errs := make([]error, len(cmds))
+	for i, c := range out {
+		v, err := c.Result()
+		var r redis.Error
+		switch {
+		case err == redis.Nil:
+		case err != nil && errors.As(err, &r):
+			errs[i] = &ReplyError{Msg: r.Error()}
+		default:
+			replies[i], errs[i] = v, err
+		}
+	}
+	return replies, errs
 }
 
 func (w *goRedisWire) close() { _ = w.c.Close() }

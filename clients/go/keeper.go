@@ -24,9 +24,14 @@ const callTimeout = 5 * time.Second
 type keeper struct {
 	b    backend
 	node string
-	mu   sync.Mutex // one command at a time; guards w and id
+	mu   sync.Mutex // one command (or pipeline) at a time; guards w and id
 	w    wire
 	id   string
+	// The commands waiting to go (qmu guards them), and whether a
+	// goroutine is sending.
+	qmu     sync.Mutex
+	queue   []*request
+	sending bool
 	// epoch is bumped whenever the connection goes: bindings made on an
 	// earlier one are gone.
 	epoch atomic.Uint64
@@ -49,7 +54,73 @@ func newKeeper(b backend, node string) *keeper {
 // silent is replaced (its holds bind again on their next round). No
 // caller's context reaches it: a command cut halfway would end every
 // binding on the connection.
+//
+// Commands asked for while one is out go together as one pipeline when it
+// is back: a release never waits behind other goroutines' round trips one
+// by one (8 goroutines on one lock: the hand-off is one round trip).
 func (k *keeper) call(args []any, limit time.Duration) (any, uint64, error) {
+	r := &request{args: args, limit: limit, done: make(chan result, 1)}
+	k.qmu.Lock()
+	k.queue = append(k.queue, r)
+	if k.sending {
+		k.qmu.Unlock()
+		got := <-r.done
+		return got.reply, got.epoch, got.err
+	}
+	k.sending = true
+	k.qmu.Unlock()
+	k.sendBatch()
+	// Asked for meanwhile: sent on by a goroutine of their own, so this
+	// caller has its reply now.
+	k.qmu.Lock()
+	if len(k.queue) > 0 {
+		go k.flush()
+	} else {
+		k.sending = false
+	}
+	k.qmu.Unlock()
+	got := <-r.done
+	return got.reply, got.epoch, got.err
+}
+
+// request is one command waiting for the keeper, and where its result goes.
+type request struct {
+	args  []any
+	limit time.Duration
+	done  chan result
+}
+
+type result struct {
+	reply any
+	epoch uint64
+	err   error
+}
+
+// flush sends what is queued until nothing is.
+func (k *keeper) flush() {
+	for {
+		k.qmu.Lock()
+		if len(k.queue) == 0 {
+			k.sending = false
+			k.qmu.Unlock()
+			return
+		}
+		k.qmu.Unlock()
+		k.sendBatch()
+	}
+}
+
+// sendBatch sends everything queued, in order, as one pipeline (one
+// command: a plain call), within the longest of their limits.
+func (k *keeper) sendBatch() {
+	k.qmu.Lock()
+	batch := k.queue
+	k.queue = nil
+	k.qmu.Unlock()
+	limit := time.Duration(0)
+	for _, r := range batch {
+		limit = max(limit, r.limit)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	cctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -58,17 +129,37 @@ func (k *keeper) call(args []any, limit time.Duration) (any, uint64, error) {
 		if cctx.Err() != nil {
 			err = fmt.Errorf("%w (not connected within %v)", errTimeout, limit)
 		}
-		return nil, k.epoch.Load(), err
+		for _, r := range batch {
+			r.done <- result{epoch: k.epoch.Load(), err: err}
+		}
+		return
 	}
 	epoch := k.epoch.Load()
-	reply, err := k.w.do(cctx, args)
-	if err != nil && !isReply(err) {
-		k.resetLocked()
-		if cctx.Err() != nil {
-			err = fmt.Errorf("%w (%v on %v)", errTimeout, limit, args[0])
+	replies := make([]any, len(batch))
+	errs := make([]error, len(batch))
+	if len(batch) == 1 {
+		replies[0], errs[0] = k.w.do(cctx, batch[0].args)
+	} else {
+		all := make([][]any, len(batch))
+		for i, r := range batch {
+			all[i] = r.args
 		}
+		replies, errs = k.w.pipe(cctx, all)
 	}
-	return reply, epoch, err
+	failed := false
+	for i, r := range batch {
+		err := errs[i]
+		if err != nil && !isReply(err) {
+			failed = true
+			if cctx.Err() != nil {
+				err = fmt.Errorf("%w (%v on %v)", errTimeout, limit, r.args[0])
+			}
+		}
+		r.done <- result{reply: replies[i], epoch: epoch, err: err}
+	}
+	if failed {
+		k.resetLocked()
+	}
 }
 
 func (k *keeper) openLocked(ctx context.Context) error {

@@ -107,18 +107,19 @@ type valkeyWire struct {
 	once sync.Once
 }
 
-func (w *valkeyWire) do(ctx context.Context, args []any) (any, error) {
+func (w *valkeyWire) command(args []any) valkey.Completed {
 	words := make([]string, len(args))
 	for i, a := range args {
 		words[i] = fmt.Sprint(a)
 	}
 	cmd := w.d.B().Arbitrary(words[0]).Args(words[1:]...)
-	var res valkey.ValkeyResult
 	if isBlocking(words) {
-		res = w.d.Do(ctx, cmd.Blocking())
-	} else {
-		res = w.d.Do(ctx, cmd.Build())
+		return cmd.Blocking()
 	}
+	return cmd.Build()
+}
+
+func valkeyReply(res valkey.ValkeyResult) (any, error) {
 	v, err := res.ToAny()
 	if valkey.IsValkeyNil(err) {
 		return nil, nil
@@ -127,6 +128,23 @@ func (w *valkeyWire) do(ctx context.Context, args []any) (any, error) {
 		return nil, &ReplyError{Msg: e.Error()}
 	}
 	return v, err
+}
+
+func (w *valkeyWire) do(ctx context.Context, args []any) (any, error) {
+	return valkeyReply(w.d.Do(ctx, w.command(args)))
+}
+
+func (w *valkeyWire) pipe(ctx context.Context, cmds [][]any) ([]any, []error) {
+	all := make(valkey.Commands, len(cmds))
+	for i, c := range cmds {
+		all[i] = w.command(c)
+	}
+	replies := make([]any, len(cmds))
+	errs := make([]error, len(cmds))
+	for i, res := range w.d.DoMulti(ctx, all...) {
+		replies[i], errs[i] = valkeyReply(res)
+	}
+	return replies, errs
 }
 
 // isBlocking: a command the server may hold (a BLOCK wait without a
