@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 
 from harness import Server  # noqa: E402
-from clientwaits import percentile  # noqa: E402
+from clientwaits import Pinger  # noqa: E402
 
 
 def start_cluster(n=3, extra=()):
@@ -57,16 +57,6 @@ async def asyncio_cluster(nodes, n, k):
     owners = [aio.Lock(app, key, ttl=60, holder="owner") for key in keys]
     for o in owners:
         await o.acquire()
-    pings = []
-    stop = False
-
-    async def pinger():
-        while not stop:
-            t0 = time.perf_counter()
-            await app.ping()
-            pings.append((time.perf_counter() - t0) * 1000)
-            await asyncio.sleep(0.001)
-
     order = {key: [] for key in keys}
 
     async def waiter(i):
@@ -87,7 +77,7 @@ async def asyncio_cluster(nodes, n, k):
                 total += int(dict(zip(raw[::2], raw[1::2]))[b"waiters"]) if raw else 0
         return total
 
-    ping_task = asyncio.create_task(pinger())
+    pinger = Pinger(app)
     tasks = []
     for i in range(n):
         tasks.append(asyncio.create_task(waiter(i)))
@@ -101,13 +91,12 @@ async def asyncio_cluster(nodes, n, k):
         await o.release()
     await asyncio.gather(*tasks)
     served = time.perf_counter() - t0
-    stop = True
-    await ping_task
+    pinged = await pinger.stop()
     await app.aclose()
     fifo = all(order[key] == sorted(order[key]) for key in keys)
     return {"client": "Python asyncio, 3-master cluster", "waiters": n, "keys": k,
             "connections_per_master": max(conns), "fifo": fifo,
-            "ping_p50_ms": percentile(pings, 0.5), "ping_p99_ms": percentile(pings, 0.99), "served_s": served}
+            **pinged, "served_s": served}
 
 
 def formatted(rows):
