@@ -118,6 +118,11 @@ func clusterWaits(t *testing.T, driver string) {
 		t.Fatalf("a late wait: %v", err)
 	}
 	cancel()
+	// Every tracking connection killed while the waits are queued: they are
+	// sent again with their ids, and the mailboxes swept on new ones.
+	if killed := killTrackers(t, raws); killed != len(nodes) {
+		t.Fatalf("%d tracking connections killed, for %d masters", killed, len(nodes))
+	}
 	// A loss, heard from the slot's mailbox far sooner than a round.
 	lostKey := keys[0]
 	if err := raws[slices.Index(nodes, slotOwner(nodes, lostKey))].Del(ctx, lostKey).Err(); err != nil {
@@ -150,6 +155,34 @@ func clusterWaits(t *testing.T, driver string) {
 	if lmpop != len(nodes) {
 		t.Fatalf("mailboxes popped on %d of %d nodes", lmpop, len(nodes))
 	}
+}
+
+// killTrackers kills padlock's tracking connections (flag t) on every
+// node; how many it killed.
+func killTrackers(t *testing.T, raws []*redis.Client) int {
+	ctx := context.Background()
+	killed := 0
+	for _, r := range raws {
+		list, err := r.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+			fields := map[string]string{}
+			for _, f := range strings.Fields(line) {
+				if k, v, ok := strings.Cut(f, "="); ok {
+					fields[k] = v
+				}
+			}
+			if fields["name"] == "padlock" && strings.Contains(fields["flags"], "t") {
+				if err := r.Do(ctx, "CLIENT", "KILL", "ID", fields["id"]).Err(); err != nil {
+					t.Fatal(err)
+				}
+				killed++
+			}
+		}
+	}
+	return killed
 }
 
 func asInt64(v any) int64 {

@@ -50,6 +50,27 @@ class ClusterTest {
         return list.split(" name=padlock ", -1).length - 1;
     }
 
+    /** Kills padlock's tracking connections (flag t) on every node; how many. */
+    static int killTrackers() throws Exception {
+        int killed = 0;
+        for (int i = 0; i < 3; i++) {
+            for (String line : cluster.cmd(i, "CLIENT", "LIST").split("\n")) {
+                java.util.Map<String, String> f = new java.util.HashMap<>();
+                for (String kv : line.trim().split(" ")) {
+                    int at = kv.indexOf('=');
+                    if (at > 0) {
+                        f.put(kv.substring(0, at), kv.substring(at + 1));
+                    }
+                }
+                if ("padlock".equals(f.get("name")) && f.getOrDefault("flags", "").contains("t")) {
+                    cluster.cmd(i, "CLIENT", "KILL", "ID", f.get("id"));
+                    killed++;
+                }
+            }
+        }
+        return killed;
+    }
+
     static int waiters(String key) throws Exception {
         int node = nodesHolding(key).iterator().next();
         List<String> info = List.of(cluster.cmd(node, "LOCK.INFO", key).split(" "));
@@ -123,6 +144,9 @@ class ClusterTest {
                     throw new IllegalStateException(e);
                 }
             }).get());
+            // Every tracking connection killed while the waits are queued:
+            // they are sent again with their ids, the mailboxes swept anew.
+            assertEquals(3, killTrackers(), "a tracking connection per master");
             // A loss, mailed: far sooner than a round would find it.
             String lost = keys.get(0);
             cluster.cmd(nodesHolding(lost).iterator().next(), "DEL", lost);
