@@ -13,7 +13,7 @@ import sys
 import heapq
 import itertools
 import weakref
-from typing import Any, Awaitable, Callable, Optional, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, Optional, Protocol, Sequence
 
 import redis
 
@@ -132,6 +132,16 @@ else:
         return await asyncio.wait_for(aw, limit)
 
 
+if sys.version_info >= (3, 12):
+    def _task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
+        """A task that runs at once up to its first wait (the command is
+        sent now, not a loop turn later)."""
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+else:
+    def _task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
+        return loop.create_task(coro)
+
+
 class Keeper:
     """The connection one server's holds share on one loop (made for
     padlock, not taken from the application's pool). Calls are serialized;
@@ -158,7 +168,7 @@ class Keeper:
         # Shielded: a caller cancelled mid-call must not cut the exchange in
         # half (its reply would be read by the next call); it completes, and
         # the reply is dropped.
-        return await asyncio.shield(self._locked(args, limit))
+        return await asyncio.shield(_task(self._loop, self._locked(args, limit)))
 
     async def _locked(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
         async with self.lock:
