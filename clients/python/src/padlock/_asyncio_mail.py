@@ -155,7 +155,6 @@ class Mailman:
             if conn is not None:
                 await conn.disconnect()
 
-
     # -- in a cluster (see `_thread_mail.Mailman`'s twins) ----------------------
 
     async def _subscribe(self, conn: Any) -> None:

@@ -167,7 +167,6 @@ class Mailman:
         if conn is not None:
             conn.disconnect()
 
-
     # -- in a cluster: writes to the slots' mailboxes heard through tracking --
 
     def _subscribe(self, conn: Any) -> None:
