@@ -116,7 +116,7 @@ public final class JedisDriver implements Driver {
     }
 
     /** Named, so that CLIENT LIST tells padlock's connections from the application's. */
-    private static Connection named(Connection c) {
+    static Connection named(Connection c) {
         try {
             c.executeCommand(new CommandArguments(command("CLIENT")).add("SETNAME").add("padlock"));
             return c;
