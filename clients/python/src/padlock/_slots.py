@@ -11,6 +11,8 @@ from __future__ import annotations
 import string
 from typing import Any, Optional, Sequence
 
+from redis.crc import key_slot as _slot_of
+
 #: The channel tracking invalidations arrive on (RESP2).
 INVALIDATE = "__redis__:invalidate"
 
@@ -59,17 +61,7 @@ def _tags() -> list[str]:
 
 def key_slot(key: Any) -> int:
     """The cluster slot of `key` (its hash tag's, if it has one)."""
-    raw = key if isinstance(key, bytes) else str(key).encode()
-    start = raw.find(b"{")
-    if start >= 0:
-        end = raw.find(b"}", start + 1)
-        if end > start + 1:
-            raw = raw[start + 1:end]
-    table = _TABLE
-    crc = 0
-    for c in raw:
-        crc = ((crc << 8) & 0xFFFF) ^ table[((crc >> 8) ^ c) & 0xFF]
-    return crc & 16383
+    return int(_slot_of(key if isinstance(key, bytes) else str(key).encode()))
 
 
 def slot_box(prefix: str, key: Any) -> str:
