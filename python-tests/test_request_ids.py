@@ -362,6 +362,70 @@ def test_the_id_rides_on_the_requests_own_effect(make_server):
     assert freed[3:6] == [b"0", b"0", b"0"]
 
 
+KEPT_BASE = 1 << 52  # a bound lease's far deadline: 2^52 ms + its ttl
+
+
+def test_a_kept_grant_is_one_effect_carrying_its_id(make_server):
+    """A `KEEP` grant binds as it is written: one effect with the far
+    deadline (no separate renewal), the id riding on it; a queued request
+    granted later carries its id on the grant's own effect too (no
+    PADLOCK.REQUESTID), and the mailbox post follows as RPUSH and
+    PEXPIREAT."""
+    from test_state_commands import parse_commands, read_aof_incr
+    s = make_server(extra=["--appendonly", "yes"])
+    r, r2 = s.client(), s.client()
+    r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "KEEP", "ID", "a")
+    r.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "KEEP", "ID", "b")
+    r.execute_command("RWLOCK.ACQUIRE", "rw", "h", "WRITE", 60000, "KEEP", "ID", "c")
+    r.execute_command("LOCK.ACQUIRE", "q", "o", 60000)
+    assert r2.execute_command("LOCK.ACQUIRE", "q", "w", 60000, "KEEP", "BLOCK", 10000,
+                              "MAILBOX", "mb", "ID", "g") == b"WAITING"
+    assert r.execute_command("LOCK.RELEASE", "q", "o") == 0
+    fence = int(r.blpop("mb", 5)[1].split()[1])
+
+    def read():
+        return [[a.lower() for a in c[:1]] + c[1:] for c in parse_commands(read_aof_incr(s.dir))]
+
+    assert wait_for(lambda: any(c[0] == b"pexpireat" and c[1] == b"mb" for c in read()))
+    cmds = [c for c in read() if c[0] != b"select"]
+    names = [c[0] for c in cmds]
+    # (The release and the grant it makes are one MULTI: one atomic step.)
+    assert b"padlock.requestid" not in names and names.count(b"multi") == 1, names
+    for key, rid in ((b"k", b"a"), (b"s", b"b"), (b"rw", b"c"), (b"q", b"g")):
+        mine = [c for c in cmds if len(c) > 1 and c[1] == key and c[0] != b"del"]
+        if key == b"q":
+            mine = [c for c in mine if c[2] == b"w"]
+        assert len(mine) == 1, (key, mine)
+        effect = mine[0]
+        assert effect[-2] == b"ID" and effect[-1].endswith(b":" + rid), effect
+        assert int(effect[-3]) >= KEPT_BASE, effect  # written far away at once
+    # (The test's own BLPOP follows, as LPOP.)
+    assert [c[0] for c in cmds if len(c) > 1 and c[1] == b"mb"][:2] == [b"rpush", b"pexpireat"]
+    # The grant's remembered id answers its resend.
+    assert r2.execute_command("LOCK.ACQUIRE", "q", "w", 60000, "KEEP", "BLOCK", 10000,
+                              "MAILBOX", "mb", "ID", "g") == fence
+
+
+def test_a_promoted_replica_answers_a_queued_grants_resend(make_server):
+    master, replica, m, rep = start_pair(make_server)
+    m2 = master.client()
+    m.execute_command("LOCK.ACQUIRE", "q", "o", 60000)
+    m.execute_command("SEM.ACQUIRE", "s", "o", 1, 60000)
+    args = [60000, "KEEP", "BLOCK", 10000, "MAILBOX", "mb", "ID"]
+    assert m2.execute_command("LOCK.ACQUIRE", "q", "w", *args, "g1") == b"WAITING"
+    assert m2.execute_command("SEM.ACQUIRE", "s", "w", 1, *args, "g2") == b"WAITING"
+    m.execute_command("LOCK.RELEASE", "q", "o")
+    m.execute_command("SEM.RELEASE", "s", "o")
+    posts = [m.blpop("mb", 5)[1].split() for _ in range(2)]
+    assert m.wait(1, 2000) == 1
+    rep.execute_command("REPLICAOF", "NO", "ONE")
+    got = {p[0]: int(p[1]) for p in posts}
+    assert rep.execute_command("LOCK.ACQUIRE", "q", "w", *args, "g1") == got[b"g1"]
+    assert rep.execute_command("SEM.ACQUIRE", "s", "w", 1, *args, "g2") == got[b"g2"]
+    assert info(rep, "LOCK.INFO", "q")[b"count"] == 1
+    assert info(rep, "SEM.INFO", "s")[b"used"] == 1
+
+
 def test_a_replicas_own_aof_keeps_the_ids(make_server):
     master, replica, m, rep = start_pair(make_server)
     replica.restart(extra=[*replica.extra, "--appendonly", "yes"])

@@ -75,6 +75,9 @@ pub struct Bounds {
     pub per_holder: usize,
 }
 
+/// A group's key and holder, shared with its maps.
+pub type Names = (Rc<[u8]>, Rc<[u8]>);
+
 /// A database's groups, by key and holder.
 type Keys = Map<Rc<[u8]>, Holders<Group>>;
 
@@ -156,14 +159,32 @@ impl Memory {
     }
 
     pub fn find(&self, at: &Address, id: &[u8], print: u64) -> Found<'_> {
-        let Some(g) = self.group(at) else {
-            return Found::New;
+        self.lookup(at.db, (&at.key, &at.holder), id, print).0
+    }
+
+    /// `find` by borrowed names, with the group's own shared names when it
+    /// has a group: a request of a known group then copies neither.
+    pub fn lookup(
+        &self,
+        db: i32,
+        (key, holder): (&[u8], &[u8]),
+        id: &[u8],
+        print: u64,
+    ) -> (Found<'_>, Option<Names>) {
+        let named = self
+            .groups
+            .get(&db)
+            .and_then(|keys| keys.get_key_value(key))
+            .and_then(|(k, holders)| Some((k, holders.get_named(holder)?)));
+        let Some((k, (h, g))) = named else {
+            return (Found::New, None);
         };
-        match g.ids.iter().rev().find(|r| *r.id == *id) {
+        let found = match g.ids.iter().rev().find(|r| *r.id == *id) {
             None => Found::New,
             Some(r) if r.print == print => Found::Replay(&r.answer),
             Some(_) => Found::Other,
-        }
+        };
+        (found, Some((Rc::clone(k), Rc::clone(h))))
     }
 
     /// Remembers an applied request (a newer one with the same id replaces

@@ -77,20 +77,26 @@ pub fn check(
 /// The element for `reply`: the reply a blocked request would have got,
 /// as text (fences joined by `,`, `nil`, or `-` and the error line).
 pub fn element(rid: &[u8], reply: &Reply) -> Vec<u8> {
-    let text = match reply {
-        Reply::Nil => "nil".to_string(),
-        Reply::Int(v) => v.to_string(),
-        Reply::Ints(vs) => vs
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join(","),
-        Reply::Error(e) => format!("-{e}"),
-    };
-    let mut out = Vec::with_capacity(rid.len() + 1 + text.len());
+    let mut out = Vec::with_capacity(rid.len() + 24);
     out.extend_from_slice(rid);
     out.push(b' ');
-    out.extend_from_slice(text.as_bytes());
+    let mut digits = itoa::Buffer::new();
+    match reply {
+        Reply::Nil => out.extend_from_slice(b"nil"),
+        Reply::Int(v) => out.extend_from_slice(digits.format(*v).as_bytes()),
+        Reply::Ints(vs) => {
+            for (i, v) in vs.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(digits.format(*v).as_bytes());
+            }
+        }
+        Reply::Error(e) => {
+            out.push(b'-');
+            out.extend_from_slice(e.as_bytes());
+        }
+    }
     out
 }
 
@@ -143,15 +149,35 @@ fn write(ctx: &Context, mail: &Mail, element: &[u8]) {
         }
         let ttl = config::MAILBOX_TTL_MS.load(Ordering::Relaxed).max(1);
         let value = RedisString::create_from_slice(ctx.ctx, element);
-        if key.list_push_tail(value) != raw::Status::Ok {
+        if key.list_push_tail(value.safe_clone(ctx)) != raw::Status::Ok {
             DROPPED.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let _ = key.set_expire(Duration::from_millis(ttl as u64));
         drop(key);
-        let at = (now_ms() + ttl).to_string();
-        ctx.replicate("RPUSH", &[&mail.key[..], element][..]);
-        ctx.replicate("PEXPIREAT", &[&mail.key[..], at.as_bytes()][..]);
+        let mut at = itoa::Buffer::new();
+        let at = at.format(now_ms() + ttl);
+        // The strings Redis has already (`s`: a reference, not a copy):
+        // every grant through a mailbox is posted here.
+        // SAFETY: formats "ss" and "sb" name live strings and a buffer
+        // that outlives the calls.
+        unsafe {
+            rm!(RedisModule_Replicate)(
+                ctx.ctx,
+                c"RPUSH".as_ptr(),
+                c"ss".as_ptr(),
+                name.inner,
+                value.inner,
+            );
+            rm!(RedisModule_Replicate)(
+                ctx.ctx,
+                c"PEXPIREAT".as_ptr(),
+                c"sb".as_ptr(),
+                name.inner,
+                at.as_ptr() as *const std::os::raw::c_char,
+                at.len(),
+            );
+        }
         // The module does without implicit signals (see `glue::init`):
         // WATCH and client tracking see the push as they see RPUSH's.
         // SAFETY: live context and a string it owns.

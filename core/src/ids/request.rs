@@ -10,18 +10,37 @@ use super::{Error, MAX_ID_LEN};
 #[derive(Default, Clone, Copy)]
 struct Quick(u64);
 
+impl Quick {
+    #[inline]
+    fn step(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 impl std::hash::Hasher for Quick {
+    /// Eight bytes a step, little-endian, the last step zero-padded (read
+    /// without a copy loop: every request with an id hashes its arguments).
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w))
-                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            self.step(u64::from_le_bytes(a));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut w = 0u64;
+            for (i, b) in rest.iter().enumerate() {
+                w |= u64::from(*b) << (8 * i);
+            }
+            self.step(w);
         }
     }
 
+    #[inline]
     fn write_usize(&mut self, n: usize) {
-        self.write(&n.to_le_bytes());
+        self.step(n as u64);
     }
 
     /// Mixed, so that the low bits (a table's bucket) depend on every

@@ -28,6 +28,14 @@ impl<G: Default> Holders<G> {
         }
     }
 
+    /// The holder's group with the holder's shared name.
+    pub fn get_named(&self, holder: &[u8]) -> Option<(&Rc<[u8]>, &G)> {
+        match self {
+            Holders::One(h, g) => (**h == *holder).then_some((h, g)),
+            Holders::Many(m) => m.get_key_value(holder),
+        }
+    }
+
     pub fn get_mut(&mut self, holder: &[u8]) -> Option<&mut G> {
         match self {
             Holders::One(h, g) => (**h == *holder).then_some(g),

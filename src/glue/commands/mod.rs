@@ -139,6 +139,27 @@ pub(crate) struct Wait<'a> {
     pub mailbox: Option<(&'a RedisString, Mail)>,
 }
 
+/// Runs an acquire's attempt and reply with its `KEEP` binding announced
+/// (`keep::binding_first`): the grant's own write binds the lease and
+/// carries its far deadline, with the loss mailbox (`MAILBOX`) known by
+/// then. Without `KEEP` it only runs `f`.
+pub(crate) fn keeping<'m, R>(
+    (name, holder): (&RedisString, &[u8]),
+    (client, ttl_ms, renew): (Option<u64>, i64, keep::Renew),
+    mailbox: Option<(&'m RedisString, Mail)>,
+    f: impl FnOnce(Option<(&'m RedisString, Mail)>) -> R,
+) -> R {
+    if client.is_none() {
+        return f(mailbox);
+    }
+    let mail = mailbox.as_ref().map(|(_, m)| m.clone());
+    keep::losses_to(mail, || {
+        keep::binding_first((name.as_slice(), holder), client, ttl_ms, renew, || {
+            f(mailbox)
+        })
+    })
+}
+
 /// The shape every acquire shares: what `attempt` got is the reply; when it
 /// was refused, the reply is nil, or with `BLOCK` the client queues (the
 /// restart grace refuses with `-TRYAGAIN`, and `BLOCK` waits that out too).

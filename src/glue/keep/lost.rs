@@ -36,17 +36,20 @@ pub fn any() -> bool {
 }
 
 /// Runs `f` with bindings it makes reporting their loss to `mail`.
+/// Without one, bindings made in `f` report to no mailbox, whatever scope
+/// `f` runs in (a blocked waiter granted inside another's command).
 pub fn losses_to<R>(mail: Option<Mail>, f: impl FnOnce() -> R) -> R {
-    let Some(mail) = mail else {
+    if mail.is_none() && LOSSES_TO.with(|l| l.borrow().is_none()) {
         return f();
-    };
+    }
     struct Restore(Option<Rc<Mail>>);
     impl Drop for Restore {
         fn drop(&mut self) {
             LOSSES_TO.with(|l| *l.borrow_mut() = self.0.take());
         }
     }
-    let _restore = Restore(LOSSES_TO.with(|l| l.borrow_mut().replace(Rc::new(mail))));
+    let mail = mail.map(Rc::new);
+    let _restore = Restore(LOSSES_TO.with(|l| std::mem::replace(&mut *l.borrow_mut(), mail)));
     f()
 }
 

@@ -10,6 +10,7 @@
 //! (`thaw`). Bindings themselves are neither persisted nor replicated.
 
 mod bound;
+mod first;
 mod lost;
 mod thaw;
 mod unbind;
@@ -27,6 +28,7 @@ use crate::core::keep::kept_ttl;
 use bound::{How, KeyAt, Lease, BOUND};
 
 pub use bound::{any_bound, held_at, Renew};
+pub use first::{binding_first, write_at};
 pub use lost::losses_to;
 pub use thaw::Thaw;
 
@@ -71,6 +73,30 @@ pub fn bind(
     renew: Renew,
     fence: Option<u64>,
 ) {
+    if first::bound_by_write(fence) {
+        return;
+    }
+    // An error: the hold is gone again; nothing to write.
+    if bind_lease(ctx, name, holder, client, ttl_ms, renew, fence)
+        && renew(ctx, name, holder, ttl_ms, fence, now_ms()).is_ok()
+    {
+        super::info::bump(&super::info::KEEP_RENEWALS);
+    }
+}
+
+/// The binding itself; true when the lease must be written far away now:
+/// unless it was bound before to this very hold with this ttl (the command
+/// wrote it far away already). A binding of another hold (another fence)
+/// never counts: this one is written now.
+fn bind_lease(
+    ctx: &Context,
+    name: &RedisString,
+    holder: &[u8],
+    client: u64,
+    ttl_ms: i64,
+    renew: Renew,
+    fence: Option<u64>,
+) -> bool {
     settle();
     let lease = Lease::of(ctx, name, holder);
     lost::settled(&(lease.db, lease.key.clone()), holder);
@@ -80,16 +106,8 @@ pub fn bind(
         mail: lost::current(),
     };
     let before = BOUND.with(|b| b.borrow_mut().bind(lease, client, ttl_ms, how));
-    // Bound before to this very hold with this ttl: the command wrote it
-    // far away already. A binding of another hold (another fence) never
-    // counts: this one is written now.
-    if before.map(|b| (b.ttl_ms, b.payload.fence)) != Some((ttl_ms, fence)) {
-        // An error: the hold is gone again; nothing to write.
-        if renew(ctx, name, holder, ttl_ms, fence, now_ms()).is_ok() {
-            super::info::bump(&super::info::KEEP_RENEWALS);
-        }
-    }
     unbind::bound_one(client);
+    before.map(|b| (b.ttl_ms, b.payload.fence)) != Some((ttl_ms, fence))
 }
 
 /// Binds the lease the holder has now (after a reentry or an extend), if
@@ -107,6 +125,10 @@ pub fn bind_held(
     let Some(c) = client else {
         return;
     };
+    // Bound by the grant's own write (`first`): nothing to read.
+    if first::bound_by_write_any() {
+        return;
+    }
     let fence = fence_of(&mut Key::read(ctx, name));
     if let Some(f) = fence {
         bind(ctx, name, holder, c, ttl_ms, renew, Some(f));

@@ -97,7 +97,7 @@ pub fn change<'h, V: Leased, R>(
         };
         if let Some((holder, fence, deadline)) = decided.as_mut().and_then(V::lease) {
             // A bound lease stays far away.
-            *deadline = keep::held_at(ctx, name, holder, fence, *deadline);
+            *deadline = keep::write_at(ctx, name, holder, fence, *deadline);
         }
         if let Some(e) = &decided {
             if let (Some((since, _)), Some(now)) = (value.apply(e), now) {

@@ -75,7 +75,7 @@ pub fn spots<A: std::ops::Deref<Target = [u8]>>(
 }
 
 /// The group a command's request belongs to: its (first) key and holder.
-fn address(ctx: &Context, ids: Ids, args: &[RedisString]) -> Option<Address> {
+fn names(ids: Ids, args: &[RedisString]) -> Option<(&[u8], &[u8])> {
     let (key, holder) = match ids {
         Ids::No => return None,
         Ids::After(_) => (args.get(1)?, args.get(2)?),
@@ -84,11 +84,7 @@ fn address(ctx: &Context, ids: Ids, args: &[RedisString]) -> Option<Address> {
             (args.get(2)?, args.get(2 + n)?)
         }
     };
-    Some(Address {
-        db: blocking::selected_db(ctx),
-        key: key.bytes().into(),
-        holder: holder.bytes().into(),
-    })
+    Some((key.as_slice(), holder.as_slice()))
 }
 
 /// A command's name in lower case, on the stack: names are short, and
@@ -184,24 +180,32 @@ pub fn run(
     take_place: TakePlace,
     body: impl FnOnce(&Context, &[RedisString]) -> Result<RedisValue, Error>,
 ) -> Result<RedisValue, Error> {
-    let (Some(at), Some(id)) = (address(ctx, ids, full), s.id.and_then(|i| full.get(i))) else {
+    let (Some(names), Some(id)) = (names(ids, full), s.id.and_then(|i| full.get(i))) else {
         return body(ctx, args);
     };
-    let lower = Lower::of(full.first().map_or(&[][..], |a| a.bytes()));
-    let tag = Tag {
-        at,
-        id: id.bytes().into(),
-        print: print_of(full, lower.name(), &s),
-    };
-    let found = with(|m| match m.find(&tag.at, &tag.id, tag.print) {
-        Found::New => Ok(None),
-        Found::Replay(a) => Ok(Some(from_answer(a))),
-        Found::Other => Err(Error::RequestIdReused(tag.id.to_vec())),
-    })?;
-    if let Some(v) = found {
+    let lower = Lower::of(full.first().map_or(&[][..], |a| a.as_slice()));
+    let (id, print) = (id.as_slice(), print_of(full, lower.name(), &s));
+    let db = blocking::selected_db(ctx);
+    // A known group lends its shared names: only a new one copies them.
+    let (found, shared) = with(|m| {
+        let (found, shared) = m.lookup(db, names, id, print);
+        let found = match found {
+            Found::New => Ok(None),
+            Found::Replay(a) => Ok(Some(from_answer(a))),
+            Found::Other => Err(Error::RequestIdReused(id.to_vec())),
+        };
+        (found, shared)
+    });
+    if let Some(v) = found? {
         bump(&REPLAYED);
         return Ok(v);
     }
+    let (key, holder) = shared.unwrap_or_else(|| (names.0.into(), names.1.into()));
+    let tag = Tag {
+        at: Address { db, key, holder },
+        id: id.into(),
+        print,
+    };
     let waits = (
         s.block.and_then(|i| full.get(i)),
         s.mailbox.and_then(|i| full.get(i)),
@@ -237,16 +241,33 @@ pub fn current() -> Option<Rc<Tag>> {
 /// A queued request with an id was granted: remembered as applied, so a
 /// resend after its client gave up learns that it holds. Runs with the
 /// waiter's database selected.
-pub fn granted(ctx: &Context, tag: Rc<Tag>, reply: &Reply) {
+/// `rode`: what the grant's own effect carried (see `riding`); sent apart
+/// otherwise.
+pub fn granted(ctx: &Context, tag: Rc<Tag>, reply: &Reply, (at_ms, rode): (i64, Option<Answer>)) {
     if let Some(answer) = reply_answer(reply) {
         let tag = Rc::try_unwrap(tag).unwrap_or_else(|t| (*t).clone());
-        remember(ctx, tag, answer);
+        let sent = rode.as_ref() == Some(&answer);
+        remember_at(ctx, tag, answer, at_ms, !sent);
     }
 }
 
-/// Remembers an applied request here and on replicas.
-fn remember(ctx: &Context, tag: Tag, answer: Answer) {
-    remember_at(ctx, tag, answer, now_ms(), true);
+/// Runs a queued request's grant (`f`) with its id aboard, so that it
+/// rides on the grant's own effect when `rule` says which field its reply
+/// is: one replicated command instead of two. Answers what rode, for
+/// `granted`.
+pub fn riding<R>(
+    tag: Option<&Rc<Tag>>,
+    rule: Option<piggy::Rule>,
+    at_ms: i64,
+    f: impl FnOnce() -> R,
+) -> (R, Option<Answer>) {
+    let (Some(tag), Some(rule)) = (tag, rule) else {
+        return (f(), None);
+    };
+    let _boarded = piggy::board((**tag).clone(), Some(rule), at_ms);
+    let r = f();
+    let rode = piggy::alight().and_then(|(_, sent)| sent);
+    (r, rode)
 }
 
 /// Remembers a request applied at `at_ms`; `send`: replicate it too (not

@@ -61,8 +61,11 @@ pub fn serve_ready(ctx: &Context) {
         if keys.is_empty() {
             break;
         }
-        let mut seen = Set::with_capacity_and_hasher(keys.len(), Default::default());
-        keys.retain(|k| seen.insert(k.clone()));
+        // One key (a release's, the usual case) needs no set to be unique.
+        if keys.len() > 1 {
+            let mut seen = Set::with_capacity_and_hasher(keys.len(), Default::default());
+            keys.retain(|k| seen.insert(k.clone()));
+        }
         for key in &keys {
             serve(ctx, key, &mut tried);
         }
@@ -187,11 +190,18 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
         }) else {
             break;
         };
-        let outcome = blocking::in_db(ctx, db, || {
+        let request = state::with(|s| {
+            s.waiters
+                .get(id)
+                .and_then(|(_, e)| e.payload.request.clone())
+        });
+        let at_ms = now_ms();
+        let (outcome, rode) = blocking::in_db(ctx, db, || {
             let names: Vec<_> = keys.iter().map(|k| k.name(ctx)).collect();
-            // A `KEEP` grant through a mailbox reports its loss there.
-            keep::losses_to(mail, || {
-                want.try_grant(ctx, &names, &holder, client, now_ms())
+            // A `KEEP` grant through a mailbox reports its loss there; its
+            // request-id rides on its effect when it can.
+            requests::riding(request.as_ref(), want.rule(), at_ms, || {
+                keep::losses_to(mail, || want.try_grant(ctx, &names, &holder, client, at_ms))
             })
         });
         let (reply, take_back) = match outcome {
@@ -223,9 +233,10 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
             .kind()
             .waits
             .record(waited.min(i64::MAX as u128) as i64);
-        let request = e.payload.request.clone();
         if let Some(tag) = &request {
-            blocking::in_db(ctx, db, || requests::granted(ctx, tag.clone(), &reply));
+            blocking::in_db(ctx, db, || {
+                requests::granted(ctx, tag.clone(), &reply, (at_ms, rode.clone()))
+            });
         }
         // A mailbox post cannot get lost on its way as a reply can: its
         // grant needs no undo.

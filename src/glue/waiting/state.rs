@@ -76,6 +76,12 @@ pub trait Want {
     /// borrowed: they must not call into Redis.
     fn ttl_ms(&self) -> i64;
 
+    /// Which field of its grant's effect the reply is, when its request-id
+    /// may ride on that effect (`requests::piggy`); None: sent apart.
+    fn rule(&self) -> Option<crate::glue::requests::piggy::Rule> {
+        None
+    }
+
     /// Whether it shares the key with other sharing requests (readers).
     fn need(&self) -> Need {
         Need::Exclusive

@@ -10,7 +10,7 @@ use crate::core::lock::Lock;
 use crate::glue::commands::spec::{
     commands, Ids, Keys, COUNTED_GRANT, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW, RENEW,
 };
-use crate::glue::commands::{declare_keys, grant_or_wait, mailbox_of, try_now, Wait};
+use crate::glue::commands::{declare_keys, grant_or_wait, keeping, mailbox_of, try_now, Wait};
 use crate::glue::config::limits;
 use crate::glue::eviction;
 use crate::glue::keep;
@@ -61,6 +61,19 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
+    let keep = (client, req.ttl_ms, kind::renew as keep::Renew);
+    keeping((req.key, req.holder), keep, mailbox, |mailbox| {
+        acquire_bound(ctx, &req, client, mailbox)
+    })
+}
+
+/// `LOCK.ACQUIRE` past its checks (a `KEEP` grant binds as it is written).
+fn acquire_bound(
+    ctx: &Context,
+    req: &crate::core::lock::args::LockAcquire<RedisString>,
+    client: Option<u64>,
+    mailbox: Option<(&RedisString, crate::glue::mailbox::Mail)>,
+) -> Result<RedisValue, Error> {
     let at = try_now(ctx, req.block_ms);
     let attempt = match kind::closed_to(ctx, req.key, req.holder, at)? {
         None => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, at),

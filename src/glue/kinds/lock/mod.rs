@@ -33,7 +33,7 @@ impl Write for Effect {
         match self {
             Effect::Put { lock, deadline_ms } => {
                 let deadline_ms =
-                    keep::held_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms);
+                    keep::write_at(ctx, name, &lock.holder, Some(lock.fence), deadline_ms);
                 state::lock_set(ctx, name, &lock, deadline_ms);
                 key.put(lock);
                 // 0: no expiry (an AOF rewrite sends the expiry apart).
@@ -339,23 +339,26 @@ impl Want for Locks {
         client: u64,
         now: i64,
     ) -> Result<Option<Granted>, Error> {
+        let client = self.keep.map(|_| client);
         let fences = match (self.multi, names) {
             (true, _) if held_by_another(ctx, names, holder)? => None,
             (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
-            (false, [name]) => try_acquire(ctx, name, holder, self.ttl_ms, Try::serving(now))?
-                .got()
-                .map(|g| vec![g.fence]),
+            (false, [name]) => {
+                keep::binding_first((name, holder), client, self.ttl_ms, renew, || {
+                    let got = try_acquire(ctx, name, holder, self.ttl_ms, Try::serving(now))?.got();
+                    if let Some(g) = &got {
+                        keep(ctx, name, holder, client, self.ttl_ms, g.fence);
+                    }
+                    Ok::<_, Error>(got)
+                })?
+                .map(|g| vec![g.fence])
+            }
             (false, _) => None,
         };
-        for (name, fence) in names.iter().zip(fences.iter().flatten()) {
-            keep(
-                ctx,
-                name,
-                holder,
-                self.keep.map(|_| client),
-                self.ttl_ms,
-                *fence,
-            );
+        if self.multi {
+            for (name, fence) in names.iter().zip(fences.iter().flatten()) {
+                keep(ctx, name, holder, client, self.ttl_ms, *fence);
+            }
         }
         Ok(fences.map(|fs| Granted {
             reply: match (self.multi, fs.as_slice()) {
@@ -364,6 +367,11 @@ impl Want for Locks {
             },
             take_back: Box::new(Fences(fs)),
         }))
+    }
+
+    fn rule(&self) -> Option<crate::glue::requests::piggy::Rule> {
+        use crate::glue::requests::piggy::Rule;
+        (!self.multi).then_some(Rule::Fence)
     }
 
     fn ttl_ms(&self) -> i64 {

@@ -8,7 +8,7 @@ use crate::core::error::Error;
 use crate::core::keep::ttl_left;
 use crate::core::rwlock::{Grant, Mode, RwLock};
 use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
-use crate::glue::commands::{grant_or_wait, mailbox_of, try_now, Wait};
+use crate::glue::commands::{grant_or_wait, keeping, mailbox_of, try_now, Wait};
 use crate::glue::config::limits;
 use crate::glue::eviction;
 use crate::glue::keep;
@@ -38,6 +38,19 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let client = keep::client(ctx, req.keep, req.ttl_ms)?;
     let mailbox = mailbox_of(ctx, req.key, req.mailbox)?;
     eviction::check_acquire(ctx)?;
+    let keep = (client, req.ttl_ms, kind::renew as keep::Renew);
+    keeping((req.key, req.holder), keep, mailbox, |mailbox| {
+        acquire_bound(ctx, &req, client, mailbox)
+    })
+}
+
+/// `RWLOCK.ACQUIRE` past its checks (a `KEEP` grant binds as it is written).
+fn acquire_bound(
+    ctx: &Context,
+    req: &crate::core::rwlock::args::RwHold<RedisString>,
+    client: Option<u64>,
+    mailbox: Option<(&RedisString, crate::glue::mailbox::Mail)>,
+) -> Result<RedisValue, Error> {
     // With requests queued a newcomer goes behind them; a holder adding a
     // read hold, the writer reentering and an upgrade do not.
     let queued = waiting::has_waiters(ctx, req.key);

@@ -228,23 +228,39 @@ impl Want for Hold {
             return Ok(None);
         };
         // First in line: nobody is queued ahead.
-        let got = try_acquire(
-            ctx,
-            name,
-            holder,
-            self.mode,
-            false,
+        let client = self.keep.map(|_| client);
+        let renew = renew as keep::Renew;
+        let got = keep::binding_first(
+            (name.as_slice(), holder),
+            client,
             self.ttl_ms,
-            Try::serving(now),
-        )?
-        .got();
-        if got.is_some() {
-            keep(ctx, name, holder, self.keep.map(|_| client), self.ttl_ms);
-        }
+            renew,
+            || {
+                let got = try_acquire(
+                    ctx,
+                    name,
+                    holder,
+                    self.mode,
+                    false,
+                    self.ttl_ms,
+                    Try::serving(now),
+                )?
+                .got();
+                if got.is_some() {
+                    keep(ctx, name, holder, client, self.ttl_ms);
+                }
+                Ok::<_, Error>(got)
+            },
+        )?;
         Ok(got.map(|g| Granted {
             reply: Reply::Int(g.fence as i64),
             take_back: Box::new(Given(self.mode, g.fence)),
         }))
+    }
+
+    fn rule(&self) -> Option<crate::glue::requests::piggy::Rule> {
+        use crate::glue::requests::piggy::Rule;
+        Some(Rule::Fence)
     }
 
     fn ttl_ms(&self) -> i64 {

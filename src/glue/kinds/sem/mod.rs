@@ -221,23 +221,39 @@ impl Want for Permits {
         let Some(name) = names.first() else {
             return Ok(None);
         };
-        let got = try_acquire(
-            ctx,
-            name,
-            holder,
-            self.limit,
-            self.permits,
+        let client = self.keep.map(|_| client);
+        let renew = renew as keep::Renew;
+        let got = keep::binding_first(
+            (name.as_slice(), holder),
+            client,
             self.ttl_ms,
-            Try::serving(now),
-        )?
-        .got();
-        if got.is_some() {
-            keep(ctx, name, holder, self.keep.map(|_| client), self.ttl_ms);
-        }
+            renew,
+            || {
+                let got = try_acquire(
+                    ctx,
+                    name,
+                    holder,
+                    self.limit,
+                    self.permits,
+                    self.ttl_ms,
+                    Try::serving(now),
+                )?
+                .got();
+                if got.is_some() {
+                    keep(ctx, name, holder, client, self.ttl_ms);
+                }
+                Ok::<_, Error>(got)
+            },
+        )?;
         Ok(got.map(|total| Granted {
             reply: Reply::Int(total as i64),
             take_back: Box::new(GivenPermits(self.permits)),
         }))
+    }
+
+    fn rule(&self) -> Option<crate::glue::requests::piggy::Rule> {
+        use crate::glue::requests::piggy::Rule;
+        Some(Rule::Permits)
     }
 
     fn ttl_ms(&self) -> i64 {
