@@ -66,7 +66,7 @@ fn run(
     pipeline: usize,
     indexes: Vec<usize>,
     template: &[String],
-) -> std::io::Result<u64> {
+) -> std::io::Result<(u64, TcpStream)> {
     let stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_nodelay(true)?;
     let mut reader = BufReader::with_capacity(1 << 16, stream.try_clone()?);
@@ -82,7 +82,10 @@ fn run(
             errors += u64::from(read_reply(&mut reader, &mut line)?);
         }
     }
-    Ok(errors)
+    // The connection is closed by the caller once every worker is done: a
+    // close ends the connection's KEEP bindings, work the server must not
+    // do while the others are still being timed.
+    Ok((errors, writer))
 }
 
 fn main() {
@@ -108,10 +111,13 @@ fn main() {
         .collect();
     barrier.wait();
     let start = Instant::now();
-    let mut errors = 0;
+    let (mut errors, mut open) = (0, Vec::new());
     for w in workers {
         match w.join() {
-            Ok(Ok(e)) => errors += e,
+            Ok(Ok((e, stream))) => {
+                errors += e;
+                open.push(stream);
+            }
             _ => {
                 eprintln!("load: a connection failed");
                 std::process::exit(1)
@@ -119,5 +125,6 @@ fn main() {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    drop(open);
     println!("{:.0} {}", total as f64 / secs, errors);
 }

@@ -73,6 +73,31 @@ def test_closed_connection_stops_renewal_and_hands_over(server, how):
     assert linfo(r, "k")["holder"] == b"next"
 
 
+def test_a_connection_closed_with_many_bindings_gives_each_its_ttl(server):
+    """Written again in bounded batches (a thousand per timer pass), so a
+    close with thousands of bound leases stalls nobody; each gets its ttl."""
+    r = server.client()
+    holder = server.client()
+    n = 3500
+    p = holder.pipeline(transaction=False)
+    for i in range(n):
+        p.execute_command("LOCK.ACQUIRE", f"k:{i}", "me", 60000, "KEEP")
+    assert all(f > 0 for f in p.execute())
+    assert r.info("padlock")["padlock_keep_bound"] == n
+    assert r.pttl("k:7") > 10**12  # far away while bound
+    holder.close()
+    assert wait_for(lambda: r.info("padlock")["padlock_keep_bound"] == 0)
+
+    def all_real():
+        p = r.pipeline(transaction=False)
+        for i in range(n):
+            p.pttl(f"k:{i}")
+        return all(0 < t <= 60000 for t in p.execute())
+
+    assert wait_for(all_real, timeout=10)
+    assert r.execute_command("LOCK.ACQUIRE", "k:0", "other", 1000) is None
+
+
 def test_rebind_after_reconnect_and_latest_binding_wins(server):
     r = server.client()
     first = server.client()

@@ -61,6 +61,24 @@ pub fn binding_first<R>(
     f()
 }
 
+/// A queued request's grant of one key (`attempt`), bound when granted
+/// (`bind`, the kind's own `KEEP` step) within `binding_first`: its write
+/// binds it and carries the far deadline.
+pub fn grant_bound<T, E>(
+    first: (&[u8], &[u8]),
+    (client, ttl_ms, renew): (Option<u64>, i64, Renew),
+    attempt: impl FnOnce() -> Result<Option<T>, E>,
+    bind: impl FnOnce(&T),
+) -> Result<Option<T>, E> {
+    binding_first(first, client, ttl_ms, renew, || {
+        let got = attempt()?;
+        if let Some(g) = &got {
+            bind(g);
+        }
+        Ok(got)
+    })
+}
+
 /// The deadline a kind writes for the holder's lease on `name` (its grant
 /// with `fence`) instead of `deadline_ms`: far away when it is bound, or
 /// is the grant `binding_first` announced (then bound now, with this very

@@ -28,7 +28,7 @@ use crate::core::keep::kept_ttl;
 use bound::{How, KeyAt, Lease, BOUND};
 
 pub use bound::{any_bound, held_at, Renew};
-pub use first::{binding_first, write_at};
+pub use first::{binding_first, grant_bound, write_at};
 pub use lost::losses_to;
 pub use thaw::Thaw;
 

@@ -23,6 +23,9 @@ use crate::glue::server::now_ms;
 /// bound (and whether `keep-max-idle-ms` was turned on meanwhile).
 const IDLE_CHECK_MS: i64 = 250;
 
+/// Leases written again per timer firing after their bindings ended.
+const RENEW_BATCH: usize = 1000;
+
 /// A lease whose binding ended: it runs out one ttl from when that is
 /// handled. `client_expiry`: a client set the key's expiry by hand, which
 /// the key keeps.
@@ -162,7 +165,18 @@ fn end_bindings(ctx: &Context) {
         let lost = end_clients(silent);
         info::KEEP_LOST.fetch_add(lost as u64, Ordering::Relaxed);
     }
-    let ended = ENDED.with(|e| std::mem::take(&mut *e.borrow_mut()));
+    // A bounded batch per firing, the rest at the next (a connection that
+    // closes with many bound leases must not stall everyone else while
+    // they are written; each is far away until then).
+    let (ended, more) = ENDED.with(|e| {
+        let mut e = e.borrow_mut();
+        let n = e.len().min(RENEW_BATCH);
+        let batch: Vec<Ended> = e.drain(..n).collect();
+        (batch, !e.is_empty())
+    });
+    if more {
+        arm(now);
+    }
     for e in ended {
         // A full ttl from now, written with its real deadline (an error:
         // the hold is gone already).

@@ -344,14 +344,14 @@ impl Want for Locks {
             (true, _) if held_by_another(ctx, names, holder)? => None,
             (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
             (false, [name]) => {
-                keep::binding_first((name, holder), client, self.ttl_ms, renew, || {
-                    let got = try_acquire(ctx, name, holder, self.ttl_ms, Try::serving(now))?.got();
-                    if let Some(g) = &got {
-                        keep(ctx, name, holder, client, self.ttl_ms, g.fence);
-                    }
-                    Ok::<_, Error>(got)
-                })?
-                .map(|g| vec![g.fence])
+                let bound = (client, self.ttl_ms, renew as keep::Renew);
+                let attempt = || {
+                    let a = try_acquire(ctx, name, holder, self.ttl_ms, Try::serving(now));
+                    Ok::<_, Error>(a?.got())
+                };
+                let bind = |g: &Grant| keep(ctx, name, holder, client, self.ttl_ms, g.fence);
+                keep::grant_bound((name.as_slice(), holder), bound, attempt, bind)?
+                    .map(|g| vec![g.fence])
             }
             (false, _) => None,
         };

@@ -229,29 +229,21 @@ impl Want for Hold {
         };
         // First in line: nobody is queued ahead.
         let client = self.keep.map(|_| client);
-        let renew = renew as keep::Renew;
-        let got = keep::binding_first(
-            (name.as_slice(), holder),
-            client,
-            self.ttl_ms,
-            renew,
-            || {
-                let got = try_acquire(
-                    ctx,
-                    name,
-                    holder,
-                    self.mode,
-                    false,
-                    self.ttl_ms,
-                    Try::serving(now),
-                )?
-                .got();
-                if got.is_some() {
-                    keep(ctx, name, holder, client, self.ttl_ms);
-                }
-                Ok::<_, Error>(got)
-            },
-        )?;
+        let bound = (client, self.ttl_ms, renew as keep::Renew);
+        let attempt = || {
+            let a = try_acquire(
+                ctx,
+                name,
+                holder,
+                self.mode,
+                false,
+                self.ttl_ms,
+                Try::serving(now),
+            );
+            Ok::<_, Error>(a?.got())
+        };
+        let bind = |_: &_| keep(ctx, name, holder, client, self.ttl_ms);
+        let got = keep::grant_bound((name.as_slice(), holder), bound, attempt, bind)?;
         Ok(got.map(|g| Granted {
             reply: Reply::Int(g.fence as i64),
             take_back: Box::new(Given(self.mode, g.fence)),
