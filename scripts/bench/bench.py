@@ -506,6 +506,11 @@ def main():
     print("==> the Go client against redsync and bsm/redislock", flush=True)
     java += "\n\n" + go_vs_redsync()
 
+    print("==> a hand-off's cost and memory per request-id", flush=True)
+    import handoff
+    import idmemory
+    handed, ids = handoff.measure("redis-server"), idmemory.measure("redis-server")
+
     table = tables(pc, cont) + "\n\n" + hot + "\n\n" + waiters + "\n\n" + java
     more = [
         "", "**Bytes per key** (100,000 keys, used_memory):", "",
@@ -518,6 +523,12 @@ def main():
         f"({keep[2] * 100:.1f}% in all), {keep[3]:.0f} bytes per binding.",
         f"Read-write lock with 10,000 readers: {rw[0]:.0f} bytes per reader "
         f"(`MEMORY USAGE` says {rw[1]:.0f}).",
+        f"A release that grants a `MAILBOX` + `KEEP` waiter, both with `ID`: {handed:,.0f} "
+        "instructions inside `call()` (Redis 7.0; `scripts/bench/handoff.py`).",
+        f"Request-ids (ids of 30 bytes): {ids['held']:.0f} bytes per id of a held key; "
+        f"{ids['freed_per_key']:.0f} bytes per freed key with its two ids; one holder's 16 ids "
+        f"on one key {ids['sixteen']:,} bytes in all (`MEMORY USAGE` of the key: "
+        f"{ids['memory_usage_key']}, ids are kept beside it).",
     ]
     DOCS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y-%m-%d")
