@@ -74,7 +74,8 @@ pub struct Bindings<K: OnKey, P> {
     by_id: Map<u64, (Rc<K>, Binding<P>)>,
     by_lease: Map<Rc<K>, u64>,
     by_client: Map<u64, Set<u64>>,
-    by_key: Map<K::Key, Set<u64>>,
+    /// Most keys have one binding: held inline, no set of its own.
+    by_key: Map<K::Key, KeyIds>,
 }
 
 impl<K: OnKey, P> Default for Bindings<K, P> {
@@ -85,6 +86,68 @@ impl<K: OnKey, P> Default for Bindings<K, P> {
             by_lease: Map::default(),
             by_client: Map::default(),
             by_key: Map::default(),
+        }
+    }
+}
+
+/// The bindings on one key: one inline (a lock has one holder), a set
+/// once a second comes (a semaphore's or readers' holders).
+#[derive(Debug, Default)]
+enum KeyIds {
+    #[default]
+    Empty,
+    One(u64),
+    Many(Set<u64>),
+}
+
+impl KeyIds {
+    fn insert(&mut self, id: u64) {
+        match self {
+            KeyIds::Empty => *self = KeyIds::One(id),
+            KeyIds::One(x) if *x == id => {}
+            KeyIds::One(x) => {
+                let first = *x;
+                *self = KeyIds::Many([first, id].into_iter().collect());
+            }
+            KeyIds::Many(set) => {
+                set.insert(id);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        match self {
+            KeyIds::One(x) if *x == id => *self = KeyIds::Empty,
+            KeyIds::Many(set) => {
+                set.remove(&id);
+            }
+            _ => {}
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            KeyIds::Empty => true,
+            KeyIds::One(_) => false,
+            KeyIds::Many(set) => set.is_empty(),
+        }
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        match self {
+            KeyIds::Empty => Vec::new(),
+            KeyIds::One(x) => vec![*x],
+            KeyIds::Many(set) => set.iter().copied().collect(),
+        }
+    }
+}
+
+/// Removes `id` from the key's entry in `index`, and the entry once empty.
+fn forget_on_key<I: Hash + Eq>(index: &mut Map<I, KeyIds>, at: &I, id: u64) {
+    if let Some(ids) = index.get_mut(at) {
+        ids.remove(id);
+        if ids.is_empty() {
+            index.remove(at);
         }
     }
 }
@@ -137,7 +200,7 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
         let (lease, b) = self.by_id.remove(&id)?;
         self.by_lease.remove(&lease);
         forget(&mut self.by_client, &b.client, id);
-        forget(&mut self.by_key, &lease.on_key(), id);
+        forget_on_key(&mut self.by_key, &lease.on_key(), id);
         Some(b)
     }
 
@@ -149,7 +212,7 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
         for id in &ids {
             if let Some((lease, b)) = self.by_id.remove(id) {
                 self.by_lease.remove(&lease);
-                forget(&mut self.by_key, &lease.on_key(), *id);
+                forget_on_key(&mut self.by_key, &lease.on_key(), *id);
                 ended.push((lease, b));
             }
         }
@@ -160,7 +223,7 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
     /// ends; its holds are gone, so nothing is written for them. Returns
     /// the bindings that ended (whose owners may want to hear of it).
     pub fn drop_key(&mut self, key: &K::Key) -> Vec<Binding<P>> {
-        let ids = self.by_key.remove(key).unwrap_or_default();
+        let ids = self.by_key.remove(key).unwrap_or_default().ids();
         let mut ended = Vec::with_capacity(ids.len());
         for id in &ids {
             if let Some((lease, b)) = self.by_id.remove(id) {
@@ -187,7 +250,8 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
     /// The leases bound on `key`.
     pub fn on(&self, key: &K::Key) -> Vec<Rc<K>> {
         self.by_key.get(key).map_or_else(Vec::new, |ids| {
-            ids.iter()
+            ids.ids()
+                .iter()
                 .filter_map(|id| self.by_id.get(id).map(|(l, _)| l.clone()))
                 .collect()
         })

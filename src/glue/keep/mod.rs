@@ -99,7 +99,9 @@ fn bind_lease(
 ) -> bool {
     settle();
     let lease = Lease::of(ctx, name, holder);
-    lost::settled(&(lease.db, lease.key.clone()), holder);
+    if lost::any() {
+        lost::settled(&(lease.db, lease.key.clone()), holder);
+    }
     let how = How {
         renew,
         fence,
@@ -140,10 +142,11 @@ pub fn unbind(ctx: &Context, name: &RedisString, holder: &[u8]) {
     if let Some(lease) = bound::lease_if_any(ctx, name, holder) {
         BOUND.with(|b| b.borrow_mut().unbind(&lease));
     }
-    lost::settled(
-        &(super::blocking::selected_db(ctx), name.as_slice().into()),
-        holder,
-    );
+    // (Naming the key copies it: only when a loss is waiting to be told.)
+    if lost::any() {
+        let key = (super::blocking::selected_db(ctx), name.as_slice().into());
+        lost::settled(&key, holder);
+    }
 }
 
 pub fn is_bound(ctx: &Context, name: &RedisString, holder: &[u8]) -> bool {
