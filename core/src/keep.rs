@@ -178,20 +178,35 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
     /// Binds `lease` to `client`. A lease bound before is moved (the latest
     /// binding wins); returns its binding before.
     pub fn bind(&mut self, lease: K, client: u64, ttl_ms: i64, payload: P) -> Option<Binding<P>> {
-        let before = self.unbind(&lease);
-        let id = self.next;
-        self.next += 1;
-        let lease = Rc::new(lease);
-        self.by_key.entry(lease.on_key()).or_default().insert(id);
-        self.by_lease.insert(lease.clone(), id);
-        self.by_client.entry(client).or_default().insert(id);
+        use std::collections::hash_map::Entry;
         let b = Binding {
             client,
             ttl_ms,
             payload,
         };
+        // The lease is hashed once: a new binding is the common case.
+        let lease = Rc::new(lease);
+        let id = match self.by_lease.entry(lease.clone()) {
+            Entry::Occupied(o) => {
+                // Moved: the same lease and key, maybe another connection.
+                let id = *o.get();
+                let before = self
+                    .by_id
+                    .get_mut(&id)
+                    .map(|(_, x)| std::mem::replace(x, b))?;
+                if before.client != client {
+                    forget(&mut self.by_client, &before.client, id);
+                    self.by_client.entry(client).or_default().insert(id);
+                }
+                return Some(before);
+            }
+            Entry::Vacant(v) => *v.insert(self.next),
+        };
+        self.next += 1;
+        self.by_key.entry(lease.on_key()).or_default().insert(id);
+        self.by_client.entry(client).or_default().insert(id);
         self.by_id.insert(id, (lease, b));
-        before
+        None
     }
 
     /// Ends the binding of `lease` (its last hold was released).
