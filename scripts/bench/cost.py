@@ -64,6 +64,8 @@ CASES = [
     ("LOCK.ACQUIRE, reentrant ID", HELD, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "ID", "r:{i}"]),
     ("LOCK.RELEASE ID", HELD, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),
     ("SEM.ACQUIRE ID", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000", "ID", "r:{i}"]),
+    ("SEM.RELEASE ID", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder", "ID", "r:{i}"]),
+    ("RWLOCK.ACQUIRE ID", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000", "ID", "r:{i}"]),
     # What the client libraries send by default: a lease kept while the
     # connection lives (`KEEP`), and `ID`.
     ("LOCK.ACQUIRE KEEP ID", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "KEEP", "ID", "r:{i}"]),
