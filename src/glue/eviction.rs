@@ -43,6 +43,7 @@ fn policy(ctx: &Context) -> String {
 
 /// With `eviction refuse`, no acquire is granted while the policy can
 /// evict held locks. One atomic load with the default `warn`.
+#[inline]
 pub fn check_acquire(ctx: &Context) -> Result<(), Error> {
     if EVICTION.get() == Eviction::Refuse && can_evict(ctx) {
         return Err(Error::EvictionRefused(policy(ctx)));

@@ -13,9 +13,9 @@
 //! command's arguments, and small counts, made once. Fences and deadlines
 //! go as digits from the stack (`b`).
 
-use std::cell::{Cell, RefCell};
 use std::os::raw::c_char;
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::Relaxed};
 
 use redis_module::{raw, Context, RedisString};
 
@@ -31,40 +31,55 @@ pub(crate) fn digits(buf: &mut itoa::Buffer, n: i64) -> (*const c_char, usize) {
 
 type RawString = *mut raw::RedisModuleString;
 
-thread_local! {
-    /// The running command's arguments (argv, argc), while it runs.
-    static ARGS: Cell<(*const RawString, usize)> = const { Cell::new((std::ptr::null(), 0)) };
-    /// Strings of the counts below `SMALL`, made on first use and kept.
-    static SMALL_STRINGS: RefCell<Vec<RawString>> = const { RefCell::new(Vec::new()) };
-}
+// Plain statics, not thread-locals: every effect reads them, and in a
+// cdylib a thread-local read is a call (`__tls_get_addr`). Commands and
+// effects run on Redis' main thread only, so Relaxed is all they need.
 
-const SMALL: i64 = 64;
+/// The running command's arguments (argv, argc), while it runs.
+static ARGV: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(null_mut());
+static ARGC: AtomicUsize = AtomicUsize::new(0);
 
-thread_local! {
-    /// `ID`, the word before a request-id riding on an effect: made once,
-    /// so each effect passes a reference instead of a new string.
-    static ID_WORD: Cell<RawString> = const { Cell::new(null_mut()) };
+const SMALL: usize = 64;
+
+/// Strings of the counts below `SMALL`, made on first use and kept.
+static SMALL_STRINGS: [AtomicPtr<raw::RedisModuleString>; SMALL] =
+    [const { AtomicPtr::new(null_mut()) }; SMALL];
+
+/// `ID`, the word before a request-id riding on an effect: made once,
+/// so each effect passes a reference instead of a new string.
+static ID_WORD: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(null_mut());
+
+/// A string padlock keeps for good, made on first use.
+fn kept(slot: &AtomicPtr<raw::RedisModuleString>, make: impl FnOnce() -> RawString) -> RawString {
+    let s = slot.load(Relaxed);
+    if !s.is_null() {
+        return s;
+    }
+    let s = make();
+    slot.store(s, Relaxed);
+    s
 }
 
 pub fn id_word() -> RawString {
-    ID_WORD.with(|w| {
-        if w.get().is_null() {
-            // SAFETY: a string without a context: padlock owns it for good.
-            w.set(unsafe { rm!(RedisModule_CreateString)(null_mut(), c"ID".as_ptr(), 2) });
-        }
-        w.get()
+    // SAFETY: a string without a context: padlock owns it for good.
+    kept(&ID_WORD, || unsafe {
+        rm!(RedisModule_CreateString)(null_mut(), c"ID".as_ptr(), 2)
     })
 }
 
 /// Runs a command body with its arguments known to `send`.
 pub fn during_command<R>(argv: *const RawString, argc: usize, f: impl FnOnce() -> R) -> R {
-    struct Restore((*const RawString, usize));
+    struct Restore(RawString, usize);
     impl Drop for Restore {
         fn drop(&mut self) {
-            ARGS.set(self.0);
+            ARGV.store(self.0, Relaxed);
+            ARGC.store(self.1, Relaxed);
         }
     }
-    let _restore = Restore(ARGS.replace((argv, argc)));
+    let _restore = Restore(
+        ARGV.swap(argv as RawString, Relaxed),
+        ARGC.swap(argc, Relaxed),
+    );
     f()
 }
 
@@ -79,7 +94,7 @@ fn bytes_of(s: RawString) -> &'static [u8] {
 
 /// The running command's argument equal to `bytes`, if any.
 fn argument(bytes: &[u8]) -> Option<RawString> {
-    let (argv, argc) = ARGS.get();
+    let (argv, argc) = (ARGV.load(Relaxed) as *const RawString, ARGC.load(Relaxed));
     if argv.is_null() {
         return None;
     }
@@ -89,23 +104,16 @@ fn argument(bytes: &[u8]) -> Option<RawString> {
     args.iter().skip(1).copied().find(|&s| bytes_of(s) == bytes)
 }
 
+#[inline]
 fn small(n: i64) -> Option<RawString> {
-    if !(0..SMALL).contains(&n) {
-        return None;
-    }
-    SMALL_STRINGS.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.is_empty() {
-            let mut buf = itoa::Buffer::new();
-            for i in 0..SMALL {
-                let (p, len) = digits(&mut buf, i);
-                // SAFETY: a string without a context: padlock owns it for good.
-                let s = unsafe { rm!(RedisModule_CreateString)(null_mut(), p, len) };
-                cache.push(s);
-            }
-        }
-        cache.get(n as usize).copied().filter(|s| !s.is_null())
-    })
+    let slot = SMALL_STRINGS.get(usize::try_from(n).ok()?)?;
+    let s = kept(slot, || {
+        let mut buf = itoa::Buffer::new();
+        let (p, len) = digits(&mut buf, n);
+        // SAFETY: a string without a context: padlock owns it for good.
+        unsafe { rm!(RedisModule_CreateString)(null_mut(), p, len) }
+    });
+    Some(s).filter(|s| !s.is_null())
 }
 
 /// Strings made for one effect, freed once Redis took its references.
@@ -145,6 +153,7 @@ impl<'c> Made<'c> {
         argument(holder).unwrap_or_else(|| self.make(holder))
     }
 
+    #[inline]
     pub fn count(&mut self, n: u64) -> RawString {
         small(n as i64).unwrap_or_else(|| self.make(itoa::Buffer::new().format(n).as_bytes()))
     }

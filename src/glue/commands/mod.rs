@@ -143,6 +143,7 @@ pub(crate) struct Wait<'a> {
 /// (`keep::binding_first`): the grant's own write binds the lease and
 /// carries its far deadline, with the loss mailbox (`MAILBOX`) known by
 /// then. Without `KEEP` it only runs `f`.
+#[inline]
 pub(crate) fn keeping<'m, R>(
     (name, holder): (&RedisString, &[u8]),
     (client, ttl_ms, renew): (Option<u64>, i64, keep::Renew),

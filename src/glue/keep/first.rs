@@ -5,6 +5,7 @@
 //! `KEEP` by default.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis_module::{Context, RedisString};
 
@@ -32,6 +33,17 @@ thread_local! {
     static COMING: Cell<Option<Coming>> = const { Cell::new(None) };
 }
 
+/// Whether COMING is set, in a plain static read first by every lease
+/// written: in a cdylib each thread-local read is a call
+/// (`__tls_get_addr`), and most acquires announce nothing. Commands run
+/// on Redis' main thread only.
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+fn set_coming(c: Option<Coming>) -> Option<Coming> {
+    ARMED.store(c.is_some(), Relaxed);
+    COMING.replace(c)
+}
+
 /// Runs `f` (one grant of `holder` on `name`, then its `bind`) with the
 /// binding it will make known before the grant is written. Without a
 /// client (no `KEEP`) it only runs `f`.
@@ -48,10 +60,10 @@ pub fn binding_first<R>(
     struct Restore(Option<Coming>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            COMING.set(self.0.take());
+            set_coming(self.0.take());
         }
     }
-    let _restore = Restore(COMING.replace(Some(Coming::Armed {
+    let _restore = Restore(set_coming(Some(Coming::Armed {
         name,
         holder,
         client,
@@ -83,6 +95,7 @@ pub fn grant_bound<T, E>(
 /// with `fence`) instead of `deadline_ms`: far away when it is bound, or
 /// is the grant `binding_first` announced (then bound now, with this very
 /// write). Only the first lease written in that scope takes the binding.
+#[inline]
 pub fn write_at(
     ctx: &Context,
     name: &RedisString,
@@ -90,6 +103,9 @@ pub fn write_at(
     fence: Option<u64>,
     deadline_ms: i64,
 ) -> i64 {
+    if !ARMED.load(Relaxed) {
+        return held_at(ctx, name, holder, fence, deadline_ms);
+    }
     match COMING.get() {
         Some(Coming::Armed {
             name: n,
@@ -98,7 +114,7 @@ pub fn write_at(
             ttl_ms,
             renew,
         }) if deadline_ms > 0 && announced((n, h), name.as_slice(), holder) => {
-            COMING.set(Some(Coming::Bound(fence)));
+            set_coming(Some(Coming::Bound(fence)));
             // Written here with the far deadline: no renewal to make.
             bind_lease(ctx, name, holder, client, ttl_ms, renew, fence);
             kept_deadline(ttl_ms)
@@ -110,13 +126,13 @@ pub fn write_at(
 /// Whether the announced grant was bound by its own write, whatever its
 /// fence (a kind that reads the fence back from the key need not).
 pub fn bound_by_write_any() -> bool {
-    matches!(COMING.get(), Some(Coming::Bound(_)))
+    ARMED.load(Relaxed) && matches!(COMING.get(), Some(Coming::Bound(_)))
 }
 
 /// Whether the grant with `fence` was bound by its own write (see
 /// `write_at`): its `bind` then does nothing more.
 pub fn bound_by_write(fence: Option<u64>) -> bool {
-    matches!(COMING.get(), Some(Coming::Bound(f)) if f == fence)
+    ARMED.load(Relaxed) && matches!(COMING.get(), Some(Coming::Bound(f)) if f == fence)
 }
 
 /// Whether the lease written is the one announced (another written in the

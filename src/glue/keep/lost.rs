@@ -12,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::core::hash::Map;
 use crate::glue::blocking::Reply;
@@ -29,6 +30,10 @@ thread_local! {
     static UNBOUND: RefCell<Unbound> = RefCell::new(Map::default());
 }
 
+/// Whether LOSSES_TO is set, in a plain static: every acquire granted at
+/// once asks (see `first::ARMED`), and most name no mailbox.
+static SCOPED: AtomicBool = AtomicBool::new(false);
+
 /// Whether any hold that lost its binding is remembered (most servers:
 /// none, and a removed key is not looked up).
 pub fn any() -> bool {
@@ -38,23 +43,31 @@ pub fn any() -> bool {
 /// Runs `f` with bindings it makes reporting their loss to `mail`.
 /// Without one, bindings made in `f` report to no mailbox, whatever scope
 /// `f` runs in (a blocked waiter granted inside another's command).
+#[inline]
 pub fn losses_to<R>(mail: Option<Mail>, f: impl FnOnce() -> R) -> R {
-    if mail.is_none() && LOSSES_TO.with(|l| l.borrow().is_none()) {
+    if mail.is_none() && !SCOPED.load(Relaxed) {
         return f();
     }
     struct Restore(Option<Rc<Mail>>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            LOSSES_TO.with(|l| *l.borrow_mut() = self.0.take());
+            set_losses_to(self.0.take());
         }
     }
-    let mail = mail.map(Rc::new);
-    let _restore = Restore(LOSSES_TO.with(|l| std::mem::replace(&mut *l.borrow_mut(), mail)));
+    let _restore = Restore(set_losses_to(mail.map(Rc::new)));
     f()
+}
+
+fn set_losses_to(mail: Option<Rc<Mail>>) -> Option<Rc<Mail>> {
+    SCOPED.store(mail.is_some(), Relaxed);
+    LOSSES_TO.with(|l| std::mem::replace(&mut *l.borrow_mut(), mail))
 }
 
 /// The mailbox of a binding being made now.
 pub fn current() -> Option<Rc<Mail>> {
+    if !SCOPED.load(Relaxed) {
+        return None;
+    }
     LOSSES_TO.with(|l| l.borrow().clone())
 }
 

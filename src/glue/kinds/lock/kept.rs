@@ -30,6 +30,7 @@ pub fn renew(
 }
 
 /// Binds the lease of the grant with `fence` to `client` (`KEEP`).
+#[inline]
 pub fn keep(
     ctx: &Context,
     name: &RedisString,
