@@ -270,8 +270,9 @@ pub fn riding<R>(
     (r, rode)
 }
 
-/// Remembers a request applied at `at_ms`; `send`: replicate it too (not
-/// when it rode on the request's own effect, or came from the master).
+/// Remembers a request applied at `at_ms` (now: in this command or
+/// pass); `send`: replicate it too (not when it rode on the request's own
+/// effect, or came from the master).
 fn remember_at(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64, send: bool) {
     let r = Remembered {
         id: tag.id,
@@ -282,20 +283,28 @@ fn remember_at(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64, send: bool) 
     if send {
         saved::replicate(ctx, &tag.at, &r);
     }
-    store(ctx, tag.at, r);
+    store(ctx, tag.at, r, at_ms);
 }
 
 /// Into the memory, within its bounds: every way an id arrives (a
-/// request, an effect, a tail on one) comes through here.
-fn store(ctx: &Context, at: Address, r: Remembered) {
+/// request, an effect, a tail on one) comes through here. `now`: the
+/// clock read once by the caller.
+fn store(ctx: &Context, at: Address, r: Remembered, now: i64) {
     with(|m| m.remember(at, r, bounds()));
-    prune::after_remember(ctx, now_ms());
+    prune::after_remember(ctx, now);
 }
 
 /// An effect from the master or the AOF carried a request-id (`piggy`):
 /// remembered as the master remembered it.
 pub fn rode_in(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64) {
-    remember_at(ctx, tag, answer, at_ms, false);
+    let r = Remembered {
+        id: tag.id,
+        print: tag.print,
+        answer,
+        at_ms,
+    };
+    // The master's clock is not this server's.
+    store(ctx, tag.at, r, now_ms());
 }
 
 /// A grant taken back (its reply never reached the client): the request

@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis_module::RedisString;
 
@@ -109,20 +110,30 @@ thread_local! {
     static RIDER: RefCell<Option<Rider>> = const { RefCell::new(None) };
 }
 
+/// Whether RIDER is set, in a plain static: every lease written asks
+/// (`ride`), and without `ID` none is aboard (a thread-local read is a
+/// call in a cdylib). Main thread only.
+static BOARDED: AtomicBool = AtomicBool::new(false);
+
+fn set_rider(r: Option<Rider>) -> Option<Rider> {
+    BOARDED.store(r.is_some(), Relaxed);
+    RIDER.replace(r)
+}
+
 /// Gives the rider's place back to whatever ran before, however the body
 /// ended.
 pub struct Boarded(Option<Rider>);
 
 impl Drop for Boarded {
     fn drop(&mut self) {
-        RIDER.set(self.0.take());
+        set_rider(self.0.take());
     }
 }
 
 /// Before a request's body: its id is the running one, and may ride on
 /// the effect the body sends when its reply has a `rule`.
 pub fn board(tag: Tag, rule: Option<Rule>, at_ms: i64) -> Boarded {
-    Boarded(RIDER.replace(Some(Rider {
+    Boarded(set_rider(Some(Rider {
         tag,
         rule,
         at_ms,
@@ -133,11 +144,14 @@ pub fn board(tag: Tag, rule: Option<Rule>, at_ms: i64) -> Boarded {
 /// After the body (before the guard goes): the tag back, and what the
 /// effect that carried it answered, if one did.
 pub fn alight() -> Option<(Tag, Option<Answer>)> {
-    RIDER.take().map(|r| (r.tag, r.sent))
+    set_rider(None).map(|r| (r.tag, r.sent))
 }
 
 /// The running request's id, for a wait it queues.
 pub fn running() -> Option<std::rc::Rc<Tag>> {
+    if !BOARDED.load(Relaxed) {
+        return None;
+    }
     RIDER.with(|r| {
         r.try_borrow()
             .ok()?
@@ -149,6 +163,9 @@ pub fn running() -> Option<std::rc::Rc<Tag>> {
 /// Whether a request-id waits for its effect now (cheap: the free path
 /// reads its holder only then).
 pub fn aboard() -> bool {
+    if !BOARDED.load(Relaxed) {
+        return false;
+    }
     RIDER.with(|r| {
         r.try_borrow().is_ok_and(|r| {
             r.as_ref()
@@ -218,7 +235,15 @@ impl Packed {
 
 /// Called by the effect of `key` and `holder` as it is sent: the word to
 /// append when it is the running request's own (once per request).
+#[inline]
 pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
+    if !BOARDED.load(Relaxed) {
+        return None;
+    }
+    ride_boarded(key, holder, fields)
+}
+
+fn ride_boarded(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
     RIDER.with(|r| {
         let mut r = r.try_borrow_mut().ok()?;
         let rider = r.as_mut().filter(|x| x.sent.is_none())?;

@@ -38,6 +38,14 @@ unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
 /// so a request pays for at most a few, and nothing while under the bound.
 pub fn after_remember(ctx: &Context, now: i64) {
     let max = config::MAX_REMEMBERED_IDS.load(Relaxed).max(0) as usize;
+    // One look at the memory in the common case: under the bound.
+    let (over, due) = with(|m| (m.freed_len() > max, m.next_due()));
+    if !over {
+        if let Some(at) = due {
+            TIMER.with(|t| t.arm(at.max(now + 1)));
+        }
+        return;
+    }
     for _ in 0..PER_REQUEST {
         let Some(at) = with(|m| {
             (m.freed_len() > max)

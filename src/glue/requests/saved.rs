@@ -104,6 +104,6 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         answer,
         at_ms: int(at_ms, "at-ms")?,
     };
-    super::store(ctx, at, r);
+    super::store(ctx, at, r, crate::glue::server::now_ms());
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
