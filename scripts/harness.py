@@ -16,6 +16,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
 
 
+def server_and_count(argv, default_n):
+    """A bench script's `[server-binary] [n]`: the binary (the
+    `redis-server` on PATH when not given) and how many to measure."""
+    binary = argv[0] if argv else shutil.which("redis-server")
+    n = int(argv[1]) if len(argv) > 1 else default_n
+    return binary, n
+
+
 def resp(*args):
     """One command in RESP, as a client sends it (for raw sockets)."""
     out = [b"*%d\r\n" % len(args)]

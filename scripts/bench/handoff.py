@@ -9,7 +9,6 @@ binding, the mailbox post, both request-ids).
 
 import glob
 import os
-import shutil
 import socket
 import sys
 
@@ -18,6 +17,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import cost
 from cost import Node, load
+from harness import server_and_count
 
 N = 2000
 
@@ -53,9 +53,7 @@ def measure(binary, n=N):
 
 
 def main():
-    args = sys.argv[1:]
-    binary = args[0] if args else shutil.which("redis-server")
-    n = int(args[1]) if len(args) > 1 else N
+    binary, n = server_and_count(sys.argv[1:], N)
     print(f"instructions per release that grants a MAILBOX + KEEP waiter (with ID): {measure(binary, n):,.0f}")
 
 

@@ -8,13 +8,13 @@ holder sending 16 ids to one key (`max-ids-per-holder`'s default).
     python scripts/bench/idmemory.py [server-binary] [n]
 """
 
-import shutil
 import sys
 
 import pathlib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # scripts/: harness
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cost import Node, load
+from harness import server_and_count
 
 N = 100_000
 
@@ -52,9 +52,7 @@ def measure(binary, n=N):
 
 
 def main():
-    args = sys.argv[1:]
-    binary = args[0] if args else shutil.which("redis-server")
-    n = int(args[1]) if len(args) > 1 else N
+    binary, n = server_and_count(sys.argv[1:], N)
     o = measure(binary, n)
     print(f"per id remembered for a held key: {o['held']:.0f} B")
     print(f"per freed key (two ids, its group): {o['freed_per_key']:.0f} B; ids of freed keys: {o['freed_ids']}")

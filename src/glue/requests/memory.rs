@@ -17,7 +17,12 @@ thread_local! {
 
 /// Makes sure the prune timer comes when the first group is due.
 pub fn rearm(now: i64) {
-    if let Some(at) = with(|m| m.next_due()) {
+    arm_for(with(|m| m.next_due()), now);
+}
+
+/// `rearm` with the first due time already read.
+pub fn arm_for(due: Option<i64>, now: i64) {
+    if let Some(at) = due {
         TIMER.with(|t| t.arm(at.max(now + 1)));
     }
 }

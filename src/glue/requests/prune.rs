@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use redis_module::{raw, Context, RedisString};
 
-use super::memory::{rearm, TIMER};
+use super::memory::{arm_for, rearm, TIMER};
 use super::{bounds, with};
 use crate::core::ids::Address;
 use crate::glue::blocking;
@@ -41,9 +41,7 @@ pub fn after_remember(ctx: &Context, now: i64) {
     // One look at the memory in the common case: under the bound.
     let (over, due) = with(|m| (m.freed_len() > max, m.next_due()));
     if !over {
-        if let Some(at) = due {
-            TIMER.with(|t| t.arm(at.max(now + 1)));
-        }
+        arm_for(due, now);
         return;
     }
     for _ in 0..PER_REQUEST {
