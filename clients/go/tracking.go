@@ -3,7 +3,6 @@ package padlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -271,9 +270,7 @@ func (m *mailman) drain(t tracker, boxes ...string) error {
 			if pair, ok := got.([]any); ok && len(pair) == 2 {
 				elements, _ = pair[1].([]any)
 			}
-			for _, e := range elements {
-				m.deliver(fmt.Sprint(e))
-			}
+			m.handOut(elements)
 			if len(elements) < drain {
 				break
 			}

@@ -71,48 +71,62 @@ type result struct {
 	roundTripFail int
 }
 
-func contended(name string, l locker, workers int, d time.Duration) result {
+// tally is one library's contended run, summed over its slices.
+type tally struct {
+	counts  []int
+	waits   []time.Duration
+	failed  int
+	elapsed time.Duration
+}
+
+// contended runs workers goroutines on l for d, adding to t: each takes
+// the lock, works 1 ms and releases, until d has passed.
+func contended(name string, l locker, t *tally, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	counts := make([]int, workers)
 	var mu sync.Mutex
-	var waits []time.Duration
-	failed := 0
 	var wg sync.WaitGroup
-	for w := range workers {
+	start := time.Now()
+	for w := range t.counts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				start := time.Now()
+				begin := time.Now()
 				unlock, err := l.lock(ctx)
 				if err != nil {
 					if ctx.Err() == nil && !errors.Is(err, padlock.ErrNotAcquired) {
 						mu.Lock()
-						if failed == 0 && os.Getenv("PADLOCK_BENCH_DEBUG") != "" {
+						if t.failed == 0 && os.Getenv("PADLOCK_BENCH_DEBUG") != "" {
 							fmt.Fprintln(os.Stderr, name, "failed:", err)
 						}
-						failed++
+						t.failed++
 						mu.Unlock()
 					}
 					continue
 				}
-				waited := time.Since(start)
+				waited := time.Since(begin)
 				time.Sleep(time.Millisecond)
 				unlock()
-				counts[w]++
 				mu.Lock()
-				waits = append(waits, waited)
+				t.counts[w]++
+				t.waits = append(t.waits, waited)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	total, least, most := 0, counts[0], counts[0]
-	for _, c := range counts {
+	t.elapsed += time.Since(start)
+}
+
+// result is what a tally says.
+func (t *tally) result(name string) result {
+	total, least, most := 0, t.counts[0], t.counts[0]
+	for _, c := range t.counts {
 		total += c
 		least, most = min(least, c), max(most, c)
 	}
+	waits := t.waits
 	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
 	pct := func(p float64) time.Duration {
 		if len(waits) == 0 {
@@ -124,8 +138,8 @@ func contended(name string, l locker, workers int, d time.Duration) result {
 	if most > 0 {
 		fair = float64(least) / float64(most)
 	}
-	return result{name: name, sections: float64(total) / d.Seconds(), fairness: fair,
-		p50: pct(0.5), p99: pct(0.99), failed: failed}
+	return result{name: name, sections: float64(total) / t.elapsed.Seconds(), fairness: fair,
+		p50: pct(0.5), p99: pct(0.99), failed: t.failed}
 }
 
 func uncontended(l locker, n int) (time.Duration, int) {
@@ -145,6 +159,7 @@ func uncontended(l locker, n int) (time.Duration, int) {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "server with the module")
 	seconds := flag.Int("seconds", 10, "seconds per contended run")
+	rounds := flag.Int("rounds", 10, "slices each library's contended run is cut into, run round robin")
 	holds := flag.Int("holdcost", 0, "instead: what n holds and n waiters cost (scripts/bench/holdcost.py)")
 	flag.Parse()
 	if *holds > 0 {
@@ -168,14 +183,26 @@ func main() {
 		{"redsync v4", redsyncLocker{redsync.New(goredis.NewPool(rdb))}},
 		{"bsm/redislock", redislockLocker{redislock.New(rdb)}},
 	}
+	// Round robin in slices: a machine whose speed drifts over the run
+	// (a shared VM's does) weighs on every library alike.
+	tallies := make([]tally, len(libs))
+	for i := range tallies {
+		tallies[i].counts = make([]int, 8)
+	}
+	slice := time.Duration(*seconds) * time.Second / time.Duration(*rounds)
+	for round := range *rounds {
+		for i, lib := range libs {
+			fmt.Fprintf(os.Stderr, "==> round %d/%d: %s\n", round+1, *rounds, lib.name)
+			contended(lib.name, lib.l, &tallies[i], slice)
+		}
+	}
 	var out []result
-	for _, lib := range libs {
-		fmt.Fprintf(os.Stderr, "==> %s\n", lib.name)
-		r := contended(lib.name, lib.l, 8, time.Duration(*seconds)*time.Second)
+	for i, lib := range libs {
+		r := tallies[i].result(lib.name)
 		r.roundTrip, r.roundTripFail = uncontended(lib.l, 5000)
 		out = append(out, r)
 	}
-	fmt.Printf("### Contended: 8 goroutines, one lock, 1 ms of work, %d s each\n\n", *seconds)
+	fmt.Printf("### Contended: 8 goroutines, one lock, 1 ms of work, %d s each in %d interleaved slices\n\n", *seconds, *rounds)
 	fmt.Println("| library | sections/s | fairness (fewest/most) | wait p50 | wait p99 | failed acquires |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- |")
 	for _, r := range out {
