@@ -7,13 +7,14 @@ outcomes of every wait (`MAILBOX`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
 import heapq
 import itertools
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine, Optional, Protocol, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Protocol, Sequence
 
 import redis
 
@@ -132,16 +133,6 @@ else:
         return await asyncio.wait_for(aw, limit)
 
 
-if sys.version_info >= (3, 12):
-    def _task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
-        """A task that runs at once up to its first wait (the command is
-        sent now, not a loop turn later)."""
-        return asyncio.Task(coro, loop=loop, eager_start=True)
-else:
-    def _task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
-        return loop.create_task(coro)
-
-
 class Keeper:
     """The connection one server's holds share on one loop (made for
     padlock, not taken from the application's pool). Calls are serialized;
@@ -155,6 +146,18 @@ class Keeper:
         self._id: Any = None
         self._conn: Any = None
         self.lock = asyncio.Lock()
+        # Where the command under way is ("sending", "owed": its reply not
+        # yet read), for a caller cancelled mid-exchange.
+        self._stage: Optional[str] = None
+        # The one timer of `_timed`: the deadline (loop time) and task of the
+        # command under way, and whether the timer cancelled it.
+        self._deadline: Optional[float] = None
+        self._timed_task: "Optional[asyncio.Task[Any]]" = None
+        self._dog: Optional[asyncio.TimerHandle] = None
+        self._expired = False
+        # Calls under way or waiting for the lock, and anything else that
+        # holds it (`_owning`).
+        self._busy = 0
         #: Bumped whenever the connection goes: bindings made on an earlier
         #: one are gone.
         self.epoch = 0
@@ -164,19 +167,83 @@ class Keeper:
 
     async def call(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
         """`args` on the shared connection, under its lock: the reply and
-        the epoch it went out on."""
-        # Shielded: a caller cancelled mid-call must not cut the exchange in
-        # half (its reply would be read by the next call); it completes, and
-        # the reply is dropped.
-        return await asyncio.shield(_task(self._loop, self._locked(args, limit)))
+        the epoch it went out on.
 
-    async def _locked(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
-        async with self.lock:
-            sent = self._loop.time()
-            reply = await self._call(args, limit)
-            if not self._identify:
-                self.alive_at = max(self.alive_at, sent)
-            return reply, self.epoch
+        A caller cancelled mid-call never cuts the exchange in half (its
+        reply would be read by the next call), and a command queued behind
+        another still goes out if its caller is cancelled meanwhile (a
+        release must not be lost to it): such a command runs in a shielded
+        task of its own. When the keeper is idle the command runs in the
+        caller's task instead (the task would cost the loop two turns, a
+        third of an uncontended acquire); if that caller is cancelled once
+        its command is out, a task reads the reply (dropped) and then frees
+        the lock. A cancellation while the command was going out (the
+        transport full) closes the connection: half a command cannot be
+        finished."""
+        self._busy += 1
+        if self._busy > 1:
+            return await asyncio.shield(self._loop.create_task(self._queued(args, limit)))
+        # Idle: the lock is free and nobody waits for it (every holder of it
+        # counts in `_busy`), so this takes it at once.
+        await self.lock.acquire()
+        handed = False
+        try:
+            return await self._run(args, limit)
+        except asyncio.CancelledError:
+            if self._stage is not None:
+                handed = True
+                self._loop.create_task(self._settle(self._stage, self._conn, limit))
+            raise
+        finally:
+            self._stage = None
+            if not handed:
+                self.lock.release()
+                self._busy -= 1
+
+    async def _queued(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
+        try:
+            async with self.lock:
+                return await self._run(args, limit)
+        finally:
+            self._stage = None
+            self._busy -= 1
+
+    async def _run(self, args: Sequence[Any], limit: Optional[float]) -> tuple[Any, int]:
+        sent = self._loop.time()
+        reply = await self._call(args, limit)
+        if not self._identify:
+            self.alive_at = max(self.alive_at, sent)
+        return reply, self.epoch
+
+    @contextlib.asynccontextmanager
+    async def _owning(self) -> AsyncIterator[None]:
+        """The lock, counted in `_busy` (a call meanwhile queues behind)."""
+        self._busy += 1
+        try:
+            async with self.lock:
+                yield
+        finally:
+            self._busy -= 1
+
+    async def _settle(self, stage: str, conn: Any, limit: Optional[float]) -> None:
+        """After a caller was cancelled mid-exchange (`stage`): the reply it
+        left is read and dropped, or the connection closed; then the lock
+        is free."""
+        try:
+            if conn is None or conn is not self._conn:
+                return
+            if stage == "owed":
+                try:
+                    await within(conn.read_response(disconnect_on_error=False), limit)
+                    return
+                except redis.ResponseError:
+                    return
+                except BaseException:  # noqa: BLE001 - any failure: the connection goes
+                    pass
+            await self._reset()
+        finally:
+            self.lock.release()
+            self._busy -= 1
 
     async def ping(self) -> None:
         """The liveness check of every binding on the connection (see
@@ -184,7 +251,7 @@ class Keeper:
         if not self._identify:
             await self.call(["PING"], TIMEOUT)
             return
-        async with self.lock:
+        async with self._owning():
             sent = self._loop.time()
             got = await self._call(["CLIENT", "ID"], TIMEOUT)
             if got != self._id:
@@ -202,11 +269,16 @@ class Keeper:
         try:
             if self._identify and self._id is None:
                 self._id = await within(exchange(conn, ["CLIENT", "ID"]), limit)
+            if self._identify:
+                # glide: each command is a request of its own on a
+                # multiplexed connection; one abandoned leaves nothing
+                # behind.
+                return await within(exchange(conn, args), limit)
             # The limit covers connecting too (a half-open peer never
             # answers the handshake). Not `read_response(timeout=...)`:
             # redis.asyncio answers None when that passes, which reads as
             # "not acquired".
-            return await within(exchange(conn, args), limit)
+            return await self._timed(conn, args, limit)
         except asyncio.TimeoutError:
             await self._reset()
             raise redis.TimeoutError(f"no reply to {args[0]} within {limit} s") from None
@@ -214,13 +286,67 @@ class Keeper:
             await self._reset()
             raise
 
+    async def _timed(self, conn: Any, args: Sequence[Any], limit: Optional[float]) -> Any:
+        """One exchange on a redis-py connection within `limit`, its stage
+        kept for `call`: the parser keeps a partly read reply, so a read
+        cut short is taken up again (`disconnect_on_error=False`: redis-py
+        would close the connection, and every binding on it, on a
+        cancelled read).
+
+        The limit is kept as `within` would, but on the keeper's one timer:
+        a timer armed and cancelled per command (`asyncio.timeout`) costs
+        an uncontended acquire + release a tenth of its time. When it
+        fires, it cancels the command's task only if that command's
+        deadline has passed, else sleeps on until the deadline of the one
+        under way (and none when no command is)."""
+        task = asyncio.current_task()
+        assert task is not None
+        cancelling = task.cancelling() if sys.version_info >= (3, 11) else 0
+        if limit is not None:
+            self._deadline, self._timed_task = self._loop.time() + limit, task
+            if self._dog is None or self._dog.when() > self._deadline:
+                # Armed later than this deadline (a longer limit before):
+                # brought forward. Deadlines mostly move on with time, so
+                # this is rare.
+                if self._dog is not None:
+                    self._dog.cancel()
+                self._dog = self._loop.call_at(self._deadline, self._bark)
+        try:
+            self._stage = "sending"
+            await conn.send_command(*args)
+            self._stage = "owed"
+            reply = await conn.read_response(disconnect_on_error=False)
+            self._stage = None
+            return reply
+        except asyncio.CancelledError:
+            if not self._expired:
+                raise
+            self._expired = False
+            # Cancelled by `_bark` (and by nobody else): a timeout.
+            if sys.version_info < (3, 11) or task.uncancel() <= cancelling:
+                raise asyncio.TimeoutError from None
+            raise
+        finally:
+            self._deadline, self._timed_task = None, None
+
+    def _bark(self) -> None:
+        self._dog = None
+        if self._deadline is None or self._timed_task is None:
+            return
+        if self._loop.time() < self._deadline:
+            self._dog = self._loop.call_at(self._deadline, self._bark)
+            return
+        self._expired = True
+        self._timed_task.cancel()
+
     async def reset(self) -> None:
         """Closes the connection: every binding on it ends (the holds that
         still live see `epoch` move and bind again on their next round)."""
-        async with self.lock:
+        async with self._owning():
             await self._reset()
 
     async def _reset(self) -> None:
+        self._stage = None
         self.epoch += 1
         self.alive_at = float("-inf")
         conn, self._conn = self._conn, None
