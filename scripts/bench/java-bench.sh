@@ -12,3 +12,5 @@ trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 cd clients/java
 PADLOCK_BENCH_PORT=$port mvn -q -B -ntp -P bench compile exec:java
+# Uncontended, interleaved with SET NX PX + DEL (the ratio rows of docs/benchmarks.md).
+PADLOCK_BENCH_PORT=$port mvn -q -B -ntp -P bench exec:java -Dbench.main=io.padlock.bench.Uncontended
