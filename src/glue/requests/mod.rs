@@ -47,6 +47,20 @@ pub struct Tag {
     pub print: u64,
 }
 
+impl Tag {
+    /// What is remembered of this request once it applied with `answer`
+    /// at `at_ms`, and where.
+    fn applied(self, answer: Answer, at_ms: i64) -> (Address, Remembered) {
+        let r = Remembered {
+            id: self.id,
+            print: self.print,
+            answer,
+            at_ms,
+        };
+        (self.at, r)
+    }
+}
+
 /// The index of the first option of a command's arguments (name at 0).
 fn options_start<A: std::ops::Deref<Target = [u8]>>(ids: Ids, args: &[A]) -> Option<usize> {
     match ids {
@@ -274,16 +288,11 @@ pub fn riding<R>(
 /// pass); `send`: replicate it too (not when it rode on the request's own
 /// effect, or came from the master).
 fn remember_at(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64, send: bool) {
-    let r = Remembered {
-        id: tag.id,
-        print: tag.print,
-        answer,
-        at_ms,
-    };
+    let (at, r) = tag.applied(answer, at_ms);
     if send {
-        saved::replicate(ctx, &tag.at, &r);
+        saved::replicate(ctx, &at, &r);
     }
-    store(ctx, tag.at, r, at_ms);
+    store(ctx, at, r, at_ms);
 }
 
 /// Into the memory, within its bounds: every way an id arrives (a
@@ -297,14 +306,9 @@ fn store(ctx: &Context, at: Address, r: Remembered, now: i64) {
 /// An effect from the master or the AOF carried a request-id (`piggy`):
 /// remembered as the master remembered it.
 pub fn rode_in(ctx: &Context, tag: Tag, answer: Answer, at_ms: i64) {
-    let r = Remembered {
-        id: tag.id,
-        print: tag.print,
-        answer,
-        at_ms,
-    };
+    let (at, r) = tag.applied(answer, at_ms);
     // The master's clock is not this server's.
-    store(ctx, tag.at, r, now_ms());
+    store(ctx, at, r, now_ms());
 }
 
 /// A grant taken back (its reply never reached the client): the request
