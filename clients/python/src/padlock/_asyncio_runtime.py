@@ -21,6 +21,7 @@ import redis
 from ._glide import Glide as Driver
 from ._common import live_rounds
 from ._retry import CONNECTION_ERRORS
+from ._wire import put_async
 
 __all__ = ["Driver"]
 
@@ -114,7 +115,7 @@ def scheduler() -> Scheduler:
 
 
 async def exchange(conn: Any, args: Sequence[Any]) -> Any:
-    await conn.send_command(*args)
+    await put_async(conn, args)
     return await conn.read_response()
 
 
@@ -313,7 +314,7 @@ class Keeper:
                 self._dog = self._loop.call_at(self._deadline, self._bark)
         try:
             self._stage = "sending"
-            await conn.send_command(*args)
+            await put_async(conn, args)
             self._stage = "owed"
             reply = await conn.read_response(disconnect_on_error=False)
             self._stage = None
