@@ -497,6 +497,8 @@ def main():
     print("==> uncontended acquire + release through the clients", flush=True)
     import uncontended
     waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000)
+    waiters += "\n\nThe Python rows in instructions the client process runs per pair (callgrind):\n\n"
+    waiters += uncontended.instructions()
     print("==> 1,000 holds and 1,000 waiters through the Python clients", flush=True)
     import holdcost
     waiters += "\n\n" + holdcost.formatted(1000, holdcost.run(1000))

@@ -7,6 +7,14 @@ medians of N each. (The Go and Java clients have the same rows in their own
 benchmarks.)
 
     python scripts/bench/uncontended.py [n]
+    python scripts/bench/uncontended.py --instructions   # the Python rows in client instructions
+
+Latency on a shared 2-core VM moves with the machine's load (a busy
+machine wakes a sleeping reader sooner), so the Python rows are also
+counted in instructions the client process runs per pair (callgrind,
+`valgrind` if installed): the same loop run 500 and 2,000 times, the
+difference divided by 1,500, which leaves start-up and warm-up out.
+Repeatable to well under 1%, and it sees the client's own cost alone.
 """
 
 import asyncio
@@ -108,6 +116,73 @@ def formatted(rows, n=3000):
     return "\n".join(lines)
 
 
+CHILD = """
+import asyncio, os, sys
+sys.path.insert(0, {src!r})
+import redis, redis.asyncio as aredis
+from padlock import Lock, aio
+port, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if mode.startswith("sync"):
+    r = redis.Redis(port=port)
+    lock = Lock(r, "uncontended:sync", ttl=5)
+    for _ in range(200 + n):
+        if mode == "sync-base":
+            r.set("uncontended:set", "v", nx=True, px=5000)
+            r.delete("uncontended:set")
+        else:
+            lock.acquire()
+            lock.release()
+else:
+    async def main():
+        r = aredis.Redis(port=port)
+        lock = aio.Lock(r, "uncontended:aio", ttl=5)
+        for _ in range(200 + n):
+            if mode == "aio-base":
+                await r.set("uncontended:set", "v", nx=True, px=5000)
+                await r.delete("uncontended:set")
+            else:
+                await lock.acquire()
+                await lock.release()
+    asyncio.run(main())
+os._exit(0)
+"""
+
+
+def client_instructions(port, mode, low=500, high=2000):
+    """Instructions the client process runs per pair (see the docstring)."""
+    import tempfile
+
+    code = CHILD.format(src=str(ROOT / "clients" / "python" / "src"))
+    totals = []
+    with tempfile.TemporaryDirectory() as d:
+        for n in (low, high):
+            out = f"{d}/cg.{n}"
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                            sys.executable, "-c", code, str(port), str(n), mode],
+                           check=True, capture_output=True)
+            with open(out) as f:
+                totals.append(next(int(line.split()[1]) for line in f
+                                   if line.startswith(("summary:", "totals:"))))
+    return (totals[1] - totals[0]) / (high - low)
+
+
+def instructions():
+    s = Server()
+    try:
+        got = {m: client_instructions(s.port, m) for m in ("sync-base", "sync-pl", "aio-base", "aio-pl")}
+    finally:
+        s.stop()
+    lines = ["| client | SET NX PX + DEL, client instructions | padlock acquire + release | ratio |",
+             "| --- | ---: | ---: | ---: |"]
+    for name, m in (("Python (redis-py, threads)", "sync"), ("Python (redis-py, asyncio)", "aio")):
+        base, pl = got[m + "-base"], got[m + "-pl"]
+        lines.append(f"| {name} | {base:,.0f} | {pl:,.0f} | {pl / base:.2f}x |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
-    print(formatted(measure(n), n))
+    if sys.argv[1:] == ["--instructions"]:
+        print(instructions())
+    else:
+        n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+        print(formatted(measure(n), n))
