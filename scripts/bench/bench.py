@@ -301,6 +301,13 @@ def at_scale_rows(at_scale):
         rows.append(f"| one hot key, {x['n']:,} waiters: PING p99 while they queue | "
                     f"{x['lock_p99']:.1f} ms | `BLPOP` {x['list_p99']:.1f} ms | "
                     f"{x['lock_p99'] / max(x['list_p99'], 0.01):.1f}x |")
+        if "mail_us" in x:
+            rows.append(f"| one hot key, {x['n']:,} `MAILBOX` requests from one pipeline: server µs "
+                        f"per queued request | {x['mail_us']:.1f} | `BLPOP` waiter {x['list_us']:.1f} | "
+                        f"{x['mail_us'] / max(x['list_us'], 0.01):.1f}x |")
+            rows.append(f"| one hot key, {x['n']:,} `MAILBOX` requests from one pipeline: PING p99 "
+                        f"while they queue | {x['mail_p99']:.1f} ms | target 5 ms | "
+                        f"{x['mail_p99'] / 5:.2f}x |")
     wf = at_scale.get("waitfor", [])
     if wf:
         first, last = wf[0], wf[-1]

@@ -69,6 +69,9 @@ CASES = [
     # What the client libraries send by default: a lease kept while the
     # connection lives (`KEEP`), and `ID`.
     ("LOCK.ACQUIRE KEEP ID", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "KEEP", "ID", "r:{i}"]),
+    # A blocking acquire through a client (lock(), acquire()): granted at once.
+    ("LOCK.ACQUIRE BLOCK MAILBOX KEEP ID", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "BLOCK", "0",
+                                                  "MAILBOX", "mb", "KEEP", "ID", "r:{i}"]),
     ("SEM.ACQUIRE KEEP ID", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000", "KEEP", "ID", "r:{i}"]),
     ("RWLOCK.ACQUIRE KEEP ID", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000", "KEEP", "ID", "r:{i}"]),
 ]

@@ -74,6 +74,48 @@ def queue(port, n, make, r, cmd):
     return (u1 - u0) / max(1, c1 - c0), p99, socks
 
 
+def queue_mailbox(port, n, r):
+    """n `MAILBOX` requests on one held key, pipelined on one connection
+    (each answered `WAITING`), while another process PINGs; returns
+    (server µs per queued request, PING p99 ms)."""
+    import multiprocessing as mp
+    stop, out = mp.Event(), mp.Queue()
+    pinger = mp.Process(target=ping_loop, args=(port, stop, out))
+    u0, c0 = usec(r, "lock.acquire")
+    pinger.start()
+    time.sleep(0.2)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"".join(resp("LOCK.ACQUIRE", "hotmb", f"m{i}", 600000, "BLOCK", 0, "MAILBOX", "hotbox",
+                            "ID", f"r{i}") for i in range(n)))
+    want, got = b"+WAITING\r\n" * n, b""
+    s.settimeout(60)
+    while len(got) < len(want):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    u1, c1 = usec(r, "lock.acquire")
+    stop.set()
+    pings = sorted(out.get(timeout=30))
+    pinger.join()
+    s.close()
+    if got != want:
+        raise RuntimeError("a MAILBOX request was not answered WAITING")
+    return (u1 - u0) / max(1, c1 - c0), (pings[int(len(pings) * 0.99)] if pings else 0.0)
+
+
+def mailbox_fifo(r, n):
+    """The queued `MAILBOX` requests are granted in order: each release
+    posts the next request's grant."""
+    r.execute_command("LOCK.RELEASE", "hotmb", "owner")
+    for i in range(min(n, 200)):
+        element = r.lpop("hotbox")
+        if element is None or not element.startswith(f"r{i} ".encode()):
+            return False
+        r.execute_command("LOCK.RELEASE", "hotmb", f"m{i}")
+    return True
+
+
 def run(n):
     srv = Server(extra=["--maxclients", str(n + 1000)])
     r = redis.Redis(port=srv.port)
@@ -100,9 +142,12 @@ def run(n):
         srv.port, n, lambda i: resp("BLPOP", "hotlist", 0), r, "blpop")
     for s in bsocks:
         s.close()
+    r.execute_command("LOCK.ACQUIRE", "hotmb", "owner", 600000)
+    mail_us, mail_p99 = queue_mailbox(srv.port, n, r)
+    order_ok = mailbox_fifo(r, n) and order_ok
     srv.stop()
     return dict(n=n, lock_us=lock_us, list_us=list_us, lock_p99=lock_p99, list_p99=list_p99,
-                fifo=order_ok)
+                mail_us=mail_us, mail_p99=mail_p99, fifo=order_ok)
 
 
 def fits(n):
@@ -127,22 +172,26 @@ def rows(sizes):
 def formatted(measured):
     out = [
         "**One hot key**: N clients queue on one lock (`LOCK.ACQUIRE ... BLOCK 0`), then N on one "
-        "list (`BLPOP`), all sent at once. Server time per queued waiter (`INFO commandstats`), and "
-        "how late PINGs from another client, one due every millisecond, were answered (p99, open "
-        "loop).",
+        "list (`BLPOP`), all sent at once, then N `MAILBOX` requests on one lock pipelined on one "
+        "connection (`... BLOCK 0 MAILBOX box ID rid`, each answered `WAITING`). Server time per "
+        "queued waiter (`INFO commandstats`), and how late PINGs from another client, one due every "
+        "millisecond, were answered (p99, open loop). FIFO: the first 200 served in order, blocked "
+        "and mailed.",
         "",
         "| waiters on one key | LOCK.ACQUIRE BLOCK µs/waiter | BLPOP µs/waiter | ratio | "
-        "PING p99 while locks queue | PING p99 while BLPOPs queue | FIFO hand-off |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "PING p99 while locks queue | PING p99 while BLPOPs queue | MAILBOX µs/request | "
+        "PING p99 while MAILBOX requests queue | FIFO hand-off |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for x in measured:
         if x.get("skipped"):
-            out.append(f"| {x['n']:,} | (not run: this machine allows too few open files) | | | | | |")
+            out.append(f"| {x['n']:,} | (not run: this machine allows too few open files) | | | | | | | |")
             continue
         out.append(
             f"| {x['n']:,} | {x['lock_us']:.1f} | {x['list_us']:.1f} | "
             f"{x['lock_us'] / max(x['list_us'], 0.01):.1f}x | {x['lock_p99']:.2f} ms | "
-            f"{x['list_p99']:.2f} ms | {'yes' if x['fifo'] else 'NO'} |")
+            f"{x['list_p99']:.2f} ms | {x['mail_us']:.1f} | {x['mail_p99']:.2f} ms | "
+            f"{'yes' if x['fifo'] else 'NO'} |")
     return "\n".join(out)
 
 

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, KeyType, NotifyEvent, RedisString};
+use redis_module::{raw, Context, KeyType, NotifyEvent, RedisString};
 
 use super::blocking::{self, Reply};
 use super::config;
@@ -54,7 +54,7 @@ pub fn check(
     mailbox: &RedisString,
     rid: Option<&[u8]>,
 ) -> Result<(), Error> {
-    if ctx.get_flags().contains(ContextFlags::CLUSTER)
+    if super::server::cluster_enabled(ctx)
         && cluster::key_slot(key) != cluster::key_slot(mailbox.as_slice())
     {
         return Err(Error::CrossSlot);

@@ -52,6 +52,23 @@ pub fn map(fields: Vec<(&str, RedisValue)>) -> RedisValue {
     )
 }
 
+/// Whether the server runs in cluster mode: fixed from start-up, so the
+/// context's flags (a few hundred instructions) are read once.
+pub fn cluster_enabled(ctx: &Context) -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static KNOWN: AtomicU8 = AtomicU8::new(0); // 0: not read yet, 1: no, 2: yes
+    match KNOWN.load(Relaxed) {
+        0 => {
+            let on = ctx
+                .get_flags()
+                .contains(redis_module::ContextFlags::CLUSTER);
+            KNOWN.store(if on { 2 } else { 1 }, Relaxed);
+            on
+        }
+        known => known == 2,
+    }
+}
+
 /// Whether the server is Valkey (it exports its API under `ValkeyModule_`
 /// names too; Redis does not).
 pub fn is_valkey() -> bool {

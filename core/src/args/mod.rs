@@ -114,13 +114,21 @@ pub(crate) fn options<'a, A: Arg>(
             continue;
         }
         let word = rest[i].bytes();
-        let place = allowed
+        // (`let ... else`, not `ok_or(..)?`: that builds and drops an error
+        // for every option that is fine.)
+        let Some(place) = allowed
             .iter()
             .position(|n| word.eq_ignore_ascii_case(n.as_bytes()))
-            .ok_or(Error::Syntax)?;
-        let value = rest.get(i + 1).ok_or(Error::Syntax)?;
+        else {
+            return Err(Error::Syntax);
+        };
+        let Some(value) = rest.get(i + 1) else {
+            return Err(Error::Syntax);
+        };
         // `allowed` is a command's own fixed list of at most MAX_OPTIONS.
-        let slot = found.slots.get_mut(place).ok_or(Error::Syntax)?;
+        let Some(slot) = found.slots.get_mut(place) else {
+            return Err(Error::Syntax);
+        };
         *slot = Some((allowed[place], value));
         i += 2;
     }

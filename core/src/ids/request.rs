@@ -96,7 +96,9 @@ pub fn spots<A: std::ops::Deref<Target = [u8]>>(args: &[A], start: usize) -> Res
             continue;
         }
         if name.eq_ignore_ascii_case(b"ID") {
-            let id = args.get(i + 1).ok_or(Error::Syntax)?;
+            let Some(id) = args.get(i + 1) else {
+                return Err(Error::Syntax);
+            };
             if !valid_id(id) {
                 return Err(Error::RequestIdLength { max: MAX_ID_LEN });
             }

@@ -174,15 +174,19 @@ pub(crate) fn grant_or_wait<T>(
     wait: Wait<'_>,
     want: impl FnOnce() -> Rc<dyn Want>,
 ) -> Result<RedisValue, Error> {
-    let block = wait.block_ms.filter(|_| will_wait(ctx, wait.block_ms));
-    let seen = match attempt {
+    // Whether a refusal waits is asked only once refused (see `Try::will_wait`).
+    let block = || wait.block_ms.filter(|_| will_wait(ctx, wait.block_ms));
+    let (seen, block) = match attempt {
         // A `KEEP` hold granted now reports its loss to the mailbox.
         Ok(Attempt::Got(got)) => {
             let mail = wait.mailbox.map(|(_, m)| m);
             return Ok(keep::losses_to(mail, || reply(got)));
         }
-        Ok(Attempt::Refused(seen)) => seen,
-        Err(Error::TryAgain) if block.is_some() => None,
+        Ok(Attempt::Refused(seen)) => (seen, block()),
+        Err(Error::TryAgain) => match block() {
+            Some(timeout) => (None, Some(timeout)),
+            None => return Err(Error::TryAgain),
+        },
         Err(e) => return Err(e),
     };
     bump(contended);
@@ -232,10 +236,10 @@ fn will_wait(ctx: &Context, block_ms: Option<i64>) -> bool {
 }
 
 /// A command's acquire, tried now.
-pub(crate) fn try_now(ctx: &Context, block_ms: Option<i64>) -> Try {
+pub(crate) fn try_now(block_ms: Option<i64>) -> Try {
     Try {
         now: crate::glue::server::now_ms(),
-        will_wait: will_wait(ctx, block_ms),
+        block: block_ms.is_some(),
     }
 }
 

@@ -151,10 +151,12 @@ pub fn take_place(
     let timeout = block
         .and_then(|b| crate::core::args::parse_int(b.as_slice()))
         .filter(|t| (0..=crate::glue::config::limits().max_ttl_ms).contains(t));
-    let Some(timeout) = timeout.filter(|_| blocking::can_block(ctx)) else {
+    let Some(timeout) = timeout else {
         return Ok(None);
     };
-    if state::with(|s| s.queued(tag)).is_none() {
+    // Nothing queued under this id (nearly always) is known before the
+    // context's flags are read.
+    if state::with(|s| s.queued(tag)).is_none() || !blocking::can_block(ctx) {
         return Ok(None);
     }
     let (to, reply) = match mailbox {

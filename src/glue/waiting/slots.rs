@@ -7,7 +7,7 @@
 
 use std::os::raw::c_int;
 
-use redis_module::{Context, ContextFlags, RedisValue};
+use redis_module::{Context, RedisValue};
 
 use super::super::blocking;
 use super::super::key::Key;
@@ -25,7 +25,7 @@ impl Slots {
     /// The reply for the waiters of `key` when this node may not create
     /// it; None when they may be served here.
     pub fn redirect(&mut self, ctx: &Context, key: &KeyId) -> Option<String> {
-        if !ctx.get_flags().contains(ContextFlags::CLUSTER) {
+        if !crate::glue::server::cluster_enabled(ctx) {
             return None;
         }
         let slot = cluster::key_slot(&key.name);
@@ -55,7 +55,7 @@ impl Slots {
 /// May this node touch `key` from a timer? Not while its slot is being
 /// imported, trimmed or has moved away (Redis 8.4+; elsewhere always).
 pub fn may_touch(ctx: &Context, key: &[u8]) -> bool {
-    !ctx.get_flags().contains(ContextFlags::CLUSTER) || can_access_slot(cluster::key_slot(key))
+    !crate::glue::server::cluster_enabled(ctx) || can_access_slot(cluster::key_slot(key))
 }
 
 /// `RM_ClusterCanAccessKeysInSlot` where the server has it (Redis 8.4+);

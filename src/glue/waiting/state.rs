@@ -134,17 +134,22 @@ impl Seen {
 #[derive(Clone, Copy)]
 pub struct Try {
     pub now: i64,
-    pub will_wait: bool,
+    /// `BLOCK` was given: a refusal waits, unless the command runs inside
+    /// MULTI, Lua or a module call (`will_wait`).
+    pub block: bool,
 }
 
 impl Try {
     /// A try by the engine itself (a queued waiter, which is not queued
     /// again when refused).
     pub fn serving(now: i64) -> Try {
-        Try {
-            now,
-            will_wait: false,
-        }
+        Try { now, block: false }
+    }
+
+    /// Whether a refusal will wait. Asked only once refused: the context's
+    /// flags cost a few hundred instructions, and most tries are granted.
+    pub fn will_wait(&self, ctx: &Context) -> bool {
+        self.block && blocking::can_block(ctx)
     }
 }
 

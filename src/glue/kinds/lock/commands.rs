@@ -74,7 +74,7 @@ fn acquire_bound(
     client: Option<u64>,
     mailbox: Option<(&RedisString, crate::glue::mailbox::Mail)>,
 ) -> Result<RedisValue, Error> {
-    let at = try_now(ctx, req.block_ms);
+    let at = try_now(req.block_ms);
     let attempt = match kind::closed_to(ctx, req.key, req.holder, at)? {
         None => kind::try_acquire(ctx, req.key, req.holder, req.ttl_ms, at),
         Some(refused) => Ok(refused),
@@ -157,7 +157,7 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     // Each key's refusal alone (none will wait on what it saw).
     let alone = Try {
         now: now_ms(),
-        will_wait: false,
+        block: false,
     };
     let mut open = true;
     for k in req.keys {

@@ -109,7 +109,7 @@ pub fn closed_to(
     match key.value::<Lock>()? {
         Some(l) if *l.holder == *holder => Ok(None),
         // Read only for a refusal that waits (a reentry or a nil pays nothing).
-        Some(_) if at.will_wait => refused_seen(&mut key, holder, at.now).map(Some),
+        Some(_) if at.will_wait(ctx) => refused_seen(&mut key, holder, at.now).map(Some),
         _ => Ok(Some(Attempt::Refused(None))),
     }
 }
@@ -145,7 +145,7 @@ pub fn try_acquire(
         fences::with(|f| lock::acquire(cur.as_deref(), holder, ttl_ms, now, f))?
     };
     let Some((grant, effect)) = decided else {
-        if !at.will_wait {
+        if !at.will_wait(ctx) {
             return Ok(Attempt::Refused(None));
         }
         return refused_seen(&mut key, holder, now);

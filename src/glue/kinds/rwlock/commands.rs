@@ -55,7 +55,7 @@ fn acquire_bound(
     // read hold, the writer reentering and an upgrade do not.
     let queued = waiting::has_waiters(ctx, req.key);
     let (key, holder, mode) = (req.key, req.holder, req.mode);
-    let at = try_now(ctx, req.block_ms);
+    let at = try_now(req.block_ms);
     let attempt = kind::try_acquire(ctx, key, holder, mode, queued, req.ttl_ms, at);
     // A refused WRITE by a holder of the key is an upgrade (a writer's own
     // WRITE is always granted): known from what the attempt saw.

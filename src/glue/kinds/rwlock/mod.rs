@@ -94,7 +94,9 @@ pub fn try_acquire(
                     Mode::Read => Need::Shared,
                     Mode::Write => Need::Exclusive,
                 };
-                let seen = at.will_wait.then(|| Seen::of(rw, None, holder, need, now));
+                let seen = at
+                    .will_wait(ctx)
+                    .then(|| Seen::of(rw, None, holder, need, now));
                 Ok((Attempt::Refused(seen), None))
             }
         }

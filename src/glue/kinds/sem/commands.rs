@@ -51,7 +51,7 @@ fn acquire_bound(
     mailbox: Option<(&RedisString, crate::glue::mailbox::Mail)>,
 ) -> Result<RedisValue, Error> {
     // With waiters queued nobody overtakes them, whatever they ask for.
-    let at = try_now(ctx, req.block_ms);
+    let at = try_now(req.block_ms);
     let attempt = if waiting::has_waiters(ctx, req.key) {
         kind::refused_behind_queue(ctx, req.key, req.holder, at)
     } else {

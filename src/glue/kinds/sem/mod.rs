@@ -88,7 +88,7 @@ pub fn try_acquire(
             Some((total, e)) => (Attempt::Got(total), Some(e)),
             None => {
                 let seen = at
-                    .will_wait
+                    .will_wait(ctx)
                     .then(|| Seen::of(s, None, holder, Need::Exclusive, now));
                 (Attempt::Refused(seen), None)
             }
@@ -105,7 +105,7 @@ pub fn refused_behind_queue(
     holder: &[u8],
     at: Try,
 ) -> Result<Attempt<u64>, Error> {
-    if !at.will_wait {
+    if !at.will_wait(ctx) {
         return Ok(Attempt::Refused(None));
     }
     let mut key = Key::read(ctx, name);
