@@ -237,18 +237,9 @@ def _run(conn: Any, args: Sequence[Any], limit: Optional[float]) -> Any:
     """One command; no reply within `limit` seconds is a timeout (and the
     caller's connection is replaced: the reply may still come)."""
     put(conn, args)
-    if limit is not None and not _bounded_by_socket(conn, limit) and not conn.can_read(timeout=max(limit, 0.05)):
+    if limit is not None and not conn.can_read(timeout=max(limit, 0.05)):
         raise redis.TimeoutError(f"no reply within {limit:.2f} s")
     return conn.read_response()
-
-
-def _bounded_by_socket(conn: Any, limit: float) -> bool:
-    """Whether the connection's own socket timeout ends a read within
-    `limit` already (a redis-py `TimeoutError` then, as from `can_read`):
-    the keeper's and the mailman's connections are made so, and skip the
-    second timeout's two `settimeout` calls per command."""
-    st = getattr(conn, "socket_timeout", None)
-    return isinstance(st, (int, float)) and 0 < st <= limit
 
 
 # -- what `sync.py` (generated from `aio.py`) runs on ----------------------------
