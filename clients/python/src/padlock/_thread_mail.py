@@ -242,8 +242,8 @@ class Slot:
         """Wakes the waiter (rings twice before it wakes count as once)."""
         try:
             self._bell.release()
-        except RuntimeError:
-            pass  # rung already
+        except (RuntimeError, ValueError):
+            pass  # rung already (a green lock may say so with ValueError)
 
     def wait(self, timeout: float) -> None:
         """Until rung (and the ring heard) or `timeout` seconds pass."""
