@@ -71,6 +71,20 @@ def test_a_bound_hold_removed_by_another_hand_is_told_lost(server, r, how):
     assert r2.llen("mb") == 0, "told once"
 
 
+@pytest.mark.parametrize("kind", ["macquire", "sem", "rwlock"])
+def test_every_kind_granted_at_once_tells_its_loss(server, r, kind):
+    """A `KEEP` grant made at once binds with its mailbox on every kind
+    (the multi-key lock binds from its reply, the others from the grant's
+    own write)."""
+    cmd = {"macquire": ["LOCK.MACQUIRE", 2, "{m}1", "{m}2", "a", 10000],
+           "sem": ["SEM.ACQUIRE", "{m}1", "a", 2, 10000],
+           "rwlock": ["RWLOCK.ACQUIRE", "{m}1", "a", "WRITE", 10000]}[kind]
+    assert r.execute_command(*cmd, "BLOCK", 100, "MAILBOX", "{m}box", "KEEP", "ID", "g1")
+    r.delete("{m}1")
+    got = r.blpop("{m}box", 5)
+    assert got is not None and got[1] == b"g1 -LOST removed", (kind, got)
+
+
 def test_an_extend_with_keep_mailbox_binds_and_tells_losses(server, r):
     c = server.client()
     c.execute_command("LOCK.ACQUIRE", "k", "a", 10000)

@@ -49,59 +49,65 @@ def ping_loop(port, stop, out):
     out.put(times)
 
 
-def queue(port, n, make, r, cmd):
-    """Opens n sockets, each sending one blocking command, while another
-    process PINGs; returns (server µs per waiter, PING p99 ms, sockets)."""
+def while_pinged(port, r, cmd, work):
+    """Runs `work()` while another process PINGs; returns (what it
+    returned, server µs per `cmd` call it made, PING p99 ms)."""
     import multiprocessing as mp
     stop, out = mp.Event(), mp.Queue()
     pinger = mp.Process(target=ping_loop, args=(port, stop, out))
     u0, c0 = usec(r, cmd)
     pinger.start()
-    # Connected first, then all sent at once: a burst, as many clients
-    # arriving together make it.
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
-    time.sleep(0.2)
-    for i, s in enumerate(socks):
-        s.sendall(make(i))
-    deadline = time.time() + 60
-    while r.info("clients")["blocked_clients"] < n and time.time() < deadline:
-        time.sleep(0.005)
-    u1, c1 = usec(r, cmd)
-    stop.set()
-    pings = sorted(out.get(timeout=30))
-    pinger.join()
+    try:
+        got = work()
+    finally:
+        u1, c1 = usec(r, cmd)
+        stop.set()
+        pings = sorted(out.get(timeout=30))
+        pinger.join()
     p99 = pings[int(len(pings) * 0.99)] if pings else 0.0
-    return (u1 - u0) / max(1, c1 - c0), p99, socks
+    return got, (u1 - u0) / max(1, c1 - c0), p99
+
+
+def queue(port, n, make, r, cmd):
+    """Opens n sockets, each sending one blocking command, while another
+    process PINGs; returns (server µs per waiter, PING p99 ms, sockets)."""
+    def work():
+        # Connected first, then all sent at once: a burst, as many clients
+        # arriving together make it.
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+        time.sleep(0.2)
+        for i, s in enumerate(socks):
+            s.sendall(make(i))
+        deadline = time.time() + 60
+        while r.info("clients")["blocked_clients"] < n and time.time() < deadline:
+            time.sleep(0.005)
+        return socks
+    socks, us, p99 = while_pinged(port, r, cmd, work)
+    return us, p99, socks
 
 
 def queue_mailbox(port, n, r):
     """n `MAILBOX` requests on one held key, pipelined on one connection
     (each answered `WAITING`), while another process PINGs; returns
-    (server µs per queued request, PING p99 ms, the connection)."""
-    import multiprocessing as mp
-    stop, out = mp.Event(), mp.Queue()
-    pinger = mp.Process(target=ping_loop, args=(port, stop, out))
-    u0, c0 = usec(r, "lock.acquire")
-    pinger.start()
-    time.sleep(0.2)
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"".join(resp("LOCK.ACQUIRE", "hotmb", f"m{i}", 600000, "BLOCK", 0, "MAILBOX", "hotbox",
-                            "ID", f"r{i}") for i in range(n)))
-    want, got = b"+WAITING\r\n" * n, b""
-    s.settimeout(60)
-    while len(got) < len(want):
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        got += chunk
-    u1, c1 = usec(r, "lock.acquire")
-    stop.set()
-    pings = sorted(out.get(timeout=30))
-    pinger.join()
-    if got != want:
-        raise RuntimeError("a MAILBOX request was not answered WAITING")
-    # The connection stays open: its requests leave the queue when it closes.
-    return (u1 - u0) / max(1, c1 - c0), (pings[int(len(pings) * 0.99)] if pings else 0.0), s
+    (server µs per queued request, PING p99 ms, the connection, which stays
+    open: its requests leave the queue when it closes)."""
+    def work():
+        time.sleep(0.2)
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"".join(resp("LOCK.ACQUIRE", "hotmb", f"m{i}", 600000, "BLOCK", 0, "MAILBOX",
+                                "hotbox", "ID", f"r{i}") for i in range(n)))
+        want, got = b"+WAITING\r\n" * n, b""
+        s.settimeout(60)
+        while len(got) < len(want):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+        if got != want:
+            raise RuntimeError("a MAILBOX request was not answered WAITING")
+        return s
+    s, us, p99 = while_pinged(port, r, "lock.acquire", work)
+    return us, p99, s
 
 
 def mailbox_fifo(r, n):

@@ -37,51 +37,66 @@ def median_us(xs):
     return sorted(xs)[len(xs) // 2] * 1e6
 
 
-def python_sync(port, n):
+def sync_pairs(port):
+    """One `SET NX PX` + `DEL` and one acquire + release, through redis-py."""
     import redis
 
     from padlock import Lock
 
     r = redis.Redis(port=port)
     lock = Lock(r, "uncontended:sync", ttl=5)
-    base, pl = [], []
-    for i in range(n + WARMUP):
-        t = time.perf_counter()
+
+    def base():
         r.set("uncontended:set", "v", nx=True, px=5000)
         r.delete("uncontended:set")
-        b = time.perf_counter() - t
-        t = time.perf_counter()
+
+    def padlock():
         lock.acquire()
         lock.release()
-        p = time.perf_counter() - t
-        if i >= WARMUP:
-            base.append(b)
-            pl.append(p)
-    return median_us(base), median_us(pl)
+    return base, padlock
 
 
-async def python_asyncio(port, n):
+def aio_pairs(port):
+    """The same through redis-py's asyncio client."""
     import redis.asyncio as aredis
 
     from padlock import aio
 
     r = aredis.Redis(port=port)
     lock = aio.Lock(r, "uncontended:aio", ttl=5)
-    base, pl = [], []
-    for i in range(n + WARMUP):
-        t = time.perf_counter()
+
+    async def base():
         await r.set("uncontended:set", "v", nx=True, px=5000)
         await r.delete("uncontended:set")
-        b = time.perf_counter() - t
-        t = time.perf_counter()
+
+    async def padlock():
         await lock.acquire()
         await lock.release()
-        p = time.perf_counter() - t
-        if i >= WARMUP:
-            base.append(b)
-            pl.append(p)
-    await r.aclose()
-    return median_us(base), median_us(pl)
+    return base, padlock
+
+
+def python_sync(port, n):
+    base, padlock = sync_pairs(port)
+    times = [], []
+    for i in range(n + WARMUP):
+        for f, out in zip((base, padlock), times):
+            t = time.perf_counter()
+            f()
+            if i >= WARMUP:
+                out.append(time.perf_counter() - t)
+    return median_us(times[0]), median_us(times[1])
+
+
+async def python_asyncio(port, n):
+    base, padlock = aio_pairs(port)
+    times = [], []
+    for i in range(n + WARMUP):
+        for f, out in zip((base, padlock), times):
+            t = time.perf_counter()
+            await f()
+            if i >= WARMUP:
+                out.append(time.perf_counter() - t)
+    return median_us(times[0]), median_us(times[1])
 
 
 def typescript(port, n):
@@ -118,31 +133,19 @@ def formatted(rows, n=3000):
 
 CHILD = """
 import asyncio, os, sys
-sys.path.insert(0, {src!r})
-import redis, redis.asyncio as aredis
-from padlock import Lock, aio
+sys.path[:0] = [{bench!r}, {src!r}]
+import uncontended
 port, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-if mode.startswith("sync"):
-    r = redis.Redis(port=port)
-    lock = Lock(r, "uncontended:sync", ttl=5)
+flavour, which = mode.split("-")
+if flavour == "sync":
+    f = uncontended.sync_pairs(port)[which == "pl"]
     for _ in range(200 + n):
-        if mode == "sync-base":
-            r.set("uncontended:set", "v", nx=True, px=5000)
-            r.delete("uncontended:set")
-        else:
-            lock.acquire()
-            lock.release()
+        f()
 else:
     async def main():
-        r = aredis.Redis(port=port)
-        lock = aio.Lock(r, "uncontended:aio", ttl=5)
+        f = uncontended.aio_pairs(port)[which == "pl"]
         for _ in range(200 + n):
-            if mode == "aio-base":
-                await r.set("uncontended:set", "v", nx=True, px=5000)
-                await r.delete("uncontended:set")
-            else:
-                await lock.acquire()
-                await lock.release()
+            await f()
     asyncio.run(main())
 os._exit(0)
 """
@@ -152,7 +155,7 @@ def client_instructions(port, mode, low=500, high=2000):
     """Instructions the client process runs per pair (see the docstring)."""
     import tempfile
 
-    code = CHILD.format(src=str(ROOT / "clients" / "python" / "src"))
+    code = CHILD.format(bench=str(ROOT / "scripts" / "bench"), src=str(ROOT / "clients" / "python" / "src"))
     totals = []
     with tempfile.TemporaryDirectory() as d:
         for n in (low, high):

@@ -1,7 +1,8 @@
 """What one waiter costs the server, for `make bench` (docs/commands.md: a MAILBOX waiter
 costs at most what a BLPOP waiter costs): the whole server process under
 callgrind (every instruction of the event loop, networking and reply
-included, not only `call()`), from the moment `n` waiters start to queue
+included, not only `call()`), from the moment `n` waiters (a holder each,
+as a client's callers are) start to queue
 until the last has its outcome, divided by `n`. Side by side on one binary:
 
 - `BLPOP`: n connections each `BLPOP l:i 0`, then one connection `RPUSH`es
@@ -47,14 +48,18 @@ def wire(args):
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 
-def pipeline(port, commands):
-    """Sends every command on one connection and reads every reply."""
-    c = redis.Redis(port=port, socket_timeout=120)
+def pipeline(port, commands, client=None):
+    """Sends every command on one connection and reads every reply (on
+    `client` when given, which stays open: requests it queued with `MAILBOX`
+    leave their queues when it closes)."""
+    c = client or redis.Redis(port=port, socket_timeout=120)
     p = c.pipeline(transaction=False)
     for cmd in commands:
         p.execute_command(*cmd)
-    p.execute(raise_on_error=False)
-    c.close()
+    replies = p.execute(raise_on_error=False)
+    if client is None:
+        c.close()
+    return replies
 
 
 def blockers(port, commands):
@@ -106,16 +111,19 @@ def measure(binary, n=N):
     try:
         r = node.r
 
-        def blpop():
-            socks = blockers(node.port, [resp("BLPOP", f"l:{i}", 0) for i in range(n)])
-            wait_until(r, lambda: r.info("clients")["blocked_clients"] == n)
-            pipeline(node.port, [resp("RPUSH", f"l:{i}", "x") for i in range(n)])
-            drain(socks)
+        def blpops(lists):
+            """n connections `BLPOP` (list i of `lists`), then one pushes to each in turn."""
+            def run():
+                socks = blockers(node.port, [resp("BLPOP", lists[i], 0) for i in range(n)])
+                wait_until(r, lambda: r.info("clients")["blocked_clients"] == n)
+                pipeline(node.port, [resp("RPUSH", lists[i], "x") for i in range(n)])
+                drain(socks)
+            return run
         r.flushall()
-        out["BLPOP (block, woken by RPUSH)"] = window(node, blpop) / n
+        out["BLPOP (block, woken by RPUSH)"] = window(node, blpops([f"l:{i}" for i in range(n)])) / n
 
         def block():
-            socks = blockers(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "w", 60000, "BLOCK", 0)
+            socks = blockers(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", f"w{i}", 60000, "BLOCK", 0)
                                          for i in range(n)])
             wait_until(r, lambda: r.info("padlock")["padlock_blocked_clients"] == n)
             pipeline(node.port, [resp("LOCK.RELEASE", f"k:{i}", "owner") for i in range(n)])
@@ -123,40 +131,48 @@ def measure(binary, n=N):
         hold_all(node, n)
         out["LOCK.ACQUIRE BLOCK (block, granted)"] = window(node, block) / n
 
-        def mailbox():
-            pipeline(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "w", 60000, "BLOCK", 0,
-                                      "MAILBOX", "mb", "ID", f"r{i}") for i in range(n)])
-            pipeline(node.port, [resp("LOCK.RELEASE", f"k:{i}", "owner") for i in range(n)])
-            pipeline(node.port, [resp("LPOP", "mb") for _ in range(n)])
-        hold_all(node, n)
-        out["LOCK.ACQUIRE BLOCK MAILBOX (queued, granted, posted, read)"] = window(node, mailbox) / n
+        def mailed(acquires, serve, outcome):
+            """The `MAILBOX` requests queued on one connection kept open,
+            `serve()`d, then every outcome read back (each checked)."""
+            def run():
+                c = redis.Redis(port=node.port, socket_timeout=120)
+                try:
+                    if any(x != b"WAITING" for x in pipeline(node.port, acquires, c)):
+                        raise RuntimeError("a MAILBOX request was not queued")
+                    serve()
+                    got = pipeline(node.port, [resp("LPOP", "mb") for _ in range(n)])
+                finally:
+                    c.close()
+                if not all(x is not None and outcome(x.split(b" ", 1)[1]) for x in got):
+                    raise RuntimeError("not every queued request had its outcome mailed")
+            return run
+        granted = bytes.isdigit
 
-        def timeout():
-            pipeline(node.port, [resp("LOCK.ACQUIRE", f"k:{i}", "w", 60000, "BLOCK", 1,
-                                      "MAILBOX", "mb", "ID", f"t{i}") for i in range(n)])
-            wait_until(r, lambda: r.llen("mb") == n)
-            pipeline(node.port, [resp("LPOP", "mb") for _ in range(n)])
-        hold_all(node, n)
-        out["LOCK.ACQUIRE BLOCK 1 MAILBOX (queued, timed out, posted, read)"] = window(node, timeout) / n
+        def releases(names):
+            return lambda: pipeline(node.port, [resp("LOCK.RELEASE", k, h) for k, h in names])
 
-        def hot_blpop():
-            socks = blockers(node.port, [resp("BLPOP", "hotlist", 0) for _ in range(n)])
-            wait_until(r, lambda: r.info("clients")["blocked_clients"] == n)
-            pipeline(node.port, [resp("RPUSH", "hotlist", "x") for _ in range(n)])
-            drain(socks)
+        hold_all(node, n)
+        out["LOCK.ACQUIRE BLOCK MAILBOX (queued, granted, posted, read)"] = window(node, mailed(
+            [resp("LOCK.ACQUIRE", f"k:{i}", f"w{i}", 60000, "BLOCK", 0, "MAILBOX", "mb", "ID", f"r{i}")
+             for i in range(n)],
+            releases([(f"k:{i}", "owner") for i in range(n)]), granted)) / n
+
+        hold_all(node, n)
+        out["LOCK.ACQUIRE BLOCK 1 MAILBOX (queued, timed out, posted, read)"] = window(node, mailed(
+            [resp("LOCK.ACQUIRE", f"k:{i}", f"w{i}", 60000, "BLOCK", 1, "MAILBOX", "mb", "ID", f"t{i}")
+             for i in range(n)],
+            lambda: wait_until(r, lambda: r.llen("mb") == n), lambda x: x == b"nil")) / n
+
         r.flushall()
-        out["one hot key: BLPOP (block, woken by RPUSH)"] = window(node, hot_blpop) / n
+        out["one hot key: BLPOP (block, woken by RPUSH)"] = window(node, blpops(["hotlist"] * n)) / n
 
-        def hot_mailbox():
-            pipeline(node.port, [resp("LOCK.ACQUIRE", "hot", f"w{i}", 60000, "BLOCK", 0,
-                                      "MAILBOX", "mb", "ID", f"h{i}") for i in range(n)])
-            pipeline(node.port, [resp("LOCK.RELEASE", "hot", h) for h in ["owner"] + [f"w{i}" for i in range(n)]])
-            pipeline(node.port, [resp("LPOP", "mb") for _ in range(n)])
         r.flushall()
         r.execute_command("LOCK.ACQUIRE", "hot", "owner", 600000)
-        out["one hot key: LOCK.ACQUIRE BLOCK MAILBOX (queued, granted, posted, read)"] = window(node, hot_mailbox) / n
-        if r.exists("hot", "mb"):
-            raise RuntimeError("the hot key's waiters were not all served")
+        # The owner's release grants the first, each grantee's the next.
+        out["one hot key: LOCK.ACQUIRE BLOCK MAILBOX (queued, granted, posted, read)"] = window(node, mailed(
+            [resp("LOCK.ACQUIRE", "hot", f"w{i}", 60000, "BLOCK", 0, "MAILBOX", "mb", "ID", f"h{i}")
+             for i in range(n)],
+            releases([("hot", h) for h in ["owner"] + [f"w{i}" for i in range(n)]]), granted)) / n
         return out
     finally:
         node.stop()

@@ -175,13 +175,11 @@ pub(crate) fn grant_or_wait<T>(
     want: impl FnOnce() -> Rc<dyn Want>,
 ) -> Result<RedisValue, Error> {
     // Whether a refusal waits is asked only once refused (see `Try::will_wait`).
-    let block = || wait.block_ms.filter(|_| will_wait(ctx, wait.block_ms));
+    let block = || wait.block_ms.filter(|_| blocking::can_block(ctx));
     let (seen, block) = match attempt {
-        // A `KEEP` hold granted now reports its loss to the mailbox.
-        Ok(Attempt::Got(got)) => {
-            let mail = wait.mailbox.map(|(_, m)| m);
-            return Ok(keep::losses_to(mail, || reply(got)));
-        }
+        // A `KEEP` grant's binding reports its loss to the mailbox: the
+        // caller runs this inside that scope (`keeping`).
+        Ok(Attempt::Got(got)) => return Ok(reply(got)),
         Ok(Attempt::Refused(seen)) => (seen, block()),
         Err(Error::TryAgain) => match block() {
             Some(timeout) => (None, Some(timeout)),
@@ -227,12 +225,6 @@ pub(crate) fn mailbox_of<'a>(
         };
         (m, mail)
     }))
-}
-
-/// Whether a refused request with `block_ms` will wait (`BLOCK` given, and
-/// not inside MULTI, Lua or a module call).
-fn will_wait(ctx: &Context, block_ms: Option<i64>) -> bool {
-    block_ms.is_some() && blocking::can_block(ctx)
 }
 
 /// A command's acquire, tried now.

@@ -48,14 +48,6 @@ pub fn losses_to<R>(mail: Option<Mail>, f: impl FnOnce() -> R) -> R {
     if mail.is_none() && !SCOPED.load(Relaxed) {
         return f();
     }
-    if mail.is_some()
-        && SCOPED.load(Relaxed)
-        && LOSSES_TO.with(|l| l.borrow().as_deref() == mail.as_ref())
-    {
-        // The same mailbox set around it already (an acquire's `keeping`
-        // scope, then its reply's): no second scope, no allocation.
-        return f();
-    }
     struct Restore(Option<Rc<Mail>>);
     impl Drop for Restore {
         fn drop(&mut self) {

@@ -169,10 +169,15 @@ pub fn macquire(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         }
         false => Ok(Attempt::Refused(None)),
     };
+    // The keys' bindings are made by the reply (no `keeping` scope here):
+    // they report their loss to the mailbox.
+    let mail = mailbox.as_ref().map(|(_, m)| m.clone());
     let reply = |fences: Vec<u64>| {
-        for (name, fence) in req.keys.iter().zip(&fences) {
-            kind::keep(ctx, name, req.holder, client, req.ttl_ms, *fence);
-        }
+        keep::losses_to(mail, || {
+            for (name, fence) in req.keys.iter().zip(&fences) {
+                kind::keep(ctx, name, req.holder, client, req.ttl_ms, *fence);
+            }
+        });
         RedisValue::Array(
             fences
                 .into_iter()
