@@ -37,6 +37,7 @@ SYNTAX = {
     "padlock.rwset": "key holder reads writes fence deadline-ms [ID request]",
     "padlock.fencefloor": "fence",
     "padlock.requestid": "key holder request-id at-ms print I|A reply [reply ...]",
+    "padlock.post": "mailbox-key at-ms element",
 }
 
 COMMANDS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "commands.md"

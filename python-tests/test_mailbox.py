@@ -292,3 +292,38 @@ def test_five_thousand_waiters_from_one_pipeline_block_no_client(server, r):
         holder = f"h{i}"
     c.close()
     assert wait_for(lambda: mailbox_waiters(r) == 0)
+
+
+def test_a_grant_serves_its_own_holders_next_requests_and_no_one_else(server, r):
+    """Served in one pass: after a lock's grant only the same holder's
+    requests can be granted (a reentry); the first other holder's request
+    ends the pass, and whoever is behind it waits in order."""
+    r.execute_command("LOCK.ACQUIRE", "k", "owner", 10000)
+    assert [acquire(r, "k", h, rid) for h, rid in
+            (("w", "w1"), ("w", "w2"), ("x", "x1"), ("y", "y1"))] == [b"WAITING"] * 4
+    r.execute_command("LOCK.RELEASE", "k", "owner")
+    got = mailed(server, 2)
+    assert [g.split(" ")[0] for g in got] == ["w1", "w2"]
+    assert got[0].split(" ")[1] == got[1].split(" ")[1], "a reentry keeps the fence"
+    assert info(r, "k")["count"] == 2
+    assert [q[0] for q in info(r, "k")["queue"]] == [b"x", b"y"]
+    assert r.llen("mb") == 0
+    r.execute_command("LOCK.RELEASE", "k", "w")
+    r.execute_command("LOCK.RELEASE", "k", "w")
+    assert mailed(server)[0].startswith("x1 ")
+    r.execute_command("LOCK.RELEASE", "k", "x")
+    assert mailed(server)[0].startswith("y1 ")
+
+
+def test_a_waiter_is_served_when_the_grant_before_it_runs_out(server, r):
+    """A grant made while serving sets the timer on its own lease end: the
+    next waiter gets the lock when that lease runs out, unreleased."""
+    r.execute_command("LOCK.ACQUIRE", "k", "owner", 10000)
+    assert acquire(r, "k", "a", "a1", ttl=300) == b"WAITING"
+    assert acquire(r, "k", "b", "b1") == b"WAITING"
+    r.execute_command("LOCK.RELEASE", "k", "owner")
+    started = time.monotonic()
+    assert mailed(server)[0].startswith("a1 ")
+    assert mailed(server)[0].startswith("b1 ")
+    assert 0.2 < time.monotonic() - started < 3
+    assert info(r, "k")["holder"] == b"b"

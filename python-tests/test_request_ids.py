@@ -369,8 +369,8 @@ def test_a_kept_grant_is_one_effect_carrying_its_id(make_server):
     """A `KEEP` grant binds as it is written: one effect with the far
     deadline (no separate renewal), the id riding on it; a queued request
     granted later carries its id on the grant's own effect too (no
-    PADLOCK.REQUESTID), and the mailbox post follows as RPUSH and
-    PEXPIREAT."""
+    PADLOCK.REQUESTID), and the mailbox post follows as one effect,
+    PADLOCK.POST with the element and the list's absolute expiry."""
     from test_state_commands import parse_commands, read_aof_incr
     s = make_server(extra=["--appendonly", "yes"])
     r, r2 = s.client(), s.client()
@@ -386,7 +386,7 @@ def test_a_kept_grant_is_one_effect_carrying_its_id(make_server):
     def read():
         return [[a.lower() for a in c[:1]] + c[1:] for c in parse_commands(read_aof_incr(s.dir))]
 
-    assert wait_for(lambda: any(c[0] == b"pexpireat" and c[1] == b"mb" for c in read()))
+    assert wait_for(lambda: any(c[0] == b"padlock.post" and c[1] == b"mb" for c in read()))
     cmds = [c for c in read() if c[0] != b"select"]
     names = [c[0] for c in cmds]
     # (The release and the grant it makes are one MULTI: one atomic step.)
@@ -400,7 +400,10 @@ def test_a_kept_grant_is_one_effect_carrying_its_id(make_server):
         assert effect[-2] == b"ID" and effect[-1].endswith(b":" + rid), effect
         assert int(effect[-3]) >= KEPT_BASE, effect  # written far away at once
     # (The test's own BLPOP follows, as LPOP.)
-    assert [c[0] for c in cmds if len(c) > 1 and c[1] == b"mb"][:2] == [b"rpush", b"pexpireat"]
+    to_mb = [c for c in cmds if len(c) > 1 and c[1] == b"mb"]
+    assert [c[0] for c in to_mb] == [b"padlock.post", b"lpop"], to_mb
+    assert to_mb[0][3] == b"g %d" % fence
+    assert abs(int(to_mb[0][2]) - (time.time() * 1000 + 60000)) < 5000  # mailbox-ttl-ms
     # The grant's remembered id answers its resend.
     assert r2.execute_command("LOCK.ACQUIRE", "q", "w", 60000, "KEEP", "BLOCK", 10000,
                               "MAILBOX", "mb", "ID", "g") == fence

@@ -1,4 +1,4 @@
-"""docs/commands.md, Durability — the state commands (PADLOCK.LOCKSET/SEMSET/RWSET)
+"""docs/commands.md, Durability — the state commands (PADLOCK.LOCKSET/SEMSET/RWSET/POST)
 are for the replication stream and the AOF only, and accept exactly the
 states the loader accepts. A client (any user) gets an error or "unknown
 command" and nothing changes; the master link and the AOF still apply them;
@@ -23,6 +23,7 @@ EFFECTS = [
     ["PADLOCK.LOCKSET", "acct:1", "mallory", 1, 5, 0],
     ["PADLOCK.SEMSET", "pool", "mallory", 5, 2, 9999999999999],
     ["PADLOCK.RWSET", "rw", "mallory", 0, 1, 7, 9999999999999],
+    ["PADLOCK.POST", "mb", 9999999999999, "forged 1"],
 ]
 USERS = {
     "all-but-admin": ["+@all", "-@admin"],
@@ -82,6 +83,23 @@ def test_redis8_hides_effect_commands(r):
     from test_docs import raw
     assert raw(r, "COMMAND", "INFO", "padlock.lockset") == [None]
     assert raw(r, "COMMAND", "DOCS", "padlock.lockset") == []
+
+
+def test_aof_applies_mailbox_posts(make_server):
+    """A post is one effect: the element appended, the list's absolute
+    expiry set; a mailbox that became another type drops it."""
+    s, _ = aof_server(make_server, [
+        ["PADLOCK.POST", "mb", 9999999999999, "r1 5"],
+        ["PADLOCK.POST", "mb", 9999999999998, "r2 nil"],
+        ["SET", "str", "1"],
+        ["PADLOCK.POST", "str", 9999999999999, "r3 7"],
+        ["PADLOCK.POST", "bad", "soon", "r4 7"],
+    ])
+    r = s.client()
+    assert r.lrange("mb", 0, -1) == [b"r1 5", b"r2 nil"]
+    assert r.pexpiretime("mb") == 9999999999998
+    assert r.get("str") == b"1"
+    assert r.exists("bad") == 0
 
 
 def test_aof_applies_effects_and_refuses_what_cannot_load(make_server):

@@ -115,6 +115,27 @@ impl<'a> Key<'a> {
         }
     }
 
+    /// Whether the key is a list or absent (what a mailbox may be).
+    pub fn list_or_empty(&self) -> bool {
+        if self.ptr.is_null() {
+            return true;
+        }
+        // SAFETY: open key.
+        let t = unsafe { rm!(RedisModule_KeyType)(self.ptr) } as isize;
+        t == raw::REDISMODULE_KEYTYPE_EMPTY || t == raw::REDISMODULE_KEYTYPE_LIST
+    }
+
+    /// Appends `element` to the list here (made if absent); false when
+    /// Redis refused (another type).
+    pub fn push_tail(&mut self, element: &RedisString) -> bool {
+        // SAFETY: open key; Redis copies or retains the string.
+        let done = unsafe {
+            rm!(RedisModule_ListPush)(self.ptr, raw::REDISMODULE_LIST_TAIL as i32, element.inner)
+        } == raw::REDISMODULE_OK as i32;
+        self.modified |= done;
+        done
+    }
+
     pub fn delete(&mut self) {
         self.modified = true;
         super::types::deleting_on_purpose(|| {

@@ -3,8 +3,8 @@
 //! `BLPOP` on a connection it shares with every other wait instead of
 //! holding one per wait. A post is an `RPUSH` in every way a client can
 //! see: it wakes `BLPOP`, fires the `rpush` event, touches `WATCH`, and is
-//! replicated (with the mailbox's expiry as an absolute `PEXPIREAT`) in the
-//! same atomic step as the grant it reports.
+//! replicated in the same atomic step as the grant it reports, as one
+//! effect with the mailbox's absolute expiry (`padlock.post`).
 //!
 //! Posts happen where padlock may write (a command, or its timer while a
 //! master that is not paused or loading); one that comes where it may not
@@ -14,13 +14,14 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use redis_module::{raw, Context, KeyType, NotifyEvent, RedisString};
+use redis_module::{Context, KeyType, NotifyEvent, RedisString, RedisValue};
 
 use super::blocking::{self, Reply};
 use super::config;
+use super::key::Key;
 use super::server::now_ms;
+use crate::core::args::parse_int;
 use crate::core::cluster;
 use crate::core::error::Error;
 
@@ -142,49 +143,78 @@ pub fn forget_all() {
 fn write(ctx: &Context, mail: &Mail, element: &[u8]) {
     blocking::in_db(ctx, mail.db, || {
         let name = RedisString::create_from_slice(ctx.ctx, &mail.key);
-        let key = ctx.open_key_writable(&name);
-        if !matches!(key.key_type(), KeyType::Empty | KeyType::List) {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let ttl = config::MAILBOX_TTL_MS.load(Ordering::Relaxed).max(1);
         let value = RedisString::create_from_slice(ctx.ctx, element);
-        if key.list_push_tail(value.safe_clone(ctx)) != raw::Status::Ok {
+        let ttl = config::MAILBOX_TTL_MS.load(Ordering::Relaxed).max(1);
+        let at = now_ms().saturating_add(ttl);
+        if !append(ctx, &name, &value, at) {
             DROPPED.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let _ = key.set_expire(Duration::from_millis(ttl as u64));
-        drop(key);
-        let mut at = itoa::Buffer::new();
-        let at = at.format(now_ms() + ttl);
-        // The strings Redis has already (`s`: a reference, not a copy):
-        // every grant through a mailbox is posted here.
-        // SAFETY: formats "ss" and "sb" name live strings and a buffer
-        // that outlives the calls.
+        let mut digits = itoa::Buffer::new();
+        let at = digits.format(at);
+        // One effect for the element and the expiry (`RPUSH` and
+        // `PEXPIREAT` were two, each looked up by name: a fifth of what
+        // serving a mailbox waiter cost). The strings are Redis' own
+        // (`s`: a reference, not a copy).
+        // SAFETY: format "sbs" names two live strings and a buffer that
+        // outlives the call.
         unsafe {
             rm!(RedisModule_Replicate)(
                 ctx.ctx,
-                c"RPUSH".as_ptr(),
-                c"ss".as_ptr(),
-                name.inner,
-                value.inner,
-            );
-            rm!(RedisModule_Replicate)(
-                ctx.ctx,
-                c"PEXPIREAT".as_ptr(),
-                c"sb".as_ptr(),
+                POST_COMMAND.as_ptr(),
+                c"sbs".as_ptr(),
                 name.inner,
                 at.as_ptr() as *const std::os::raw::c_char,
                 at.len(),
+                value.inner,
             );
         }
-        // The module does without implicit signals (see `glue::init`):
-        // WATCH and client tracking see the push as they see RPUSH's.
-        // SAFETY: live context and a string it owns.
-        unsafe {
-            rm!(RedisModule_SignalModifiedKey)(ctx.ctx, name.inner);
-        }
-        ctx.notify_keyspace_event(NotifyEvent::LIST, "rpush", &name);
         POSTED.fetch_add(1, Ordering::Relaxed);
     });
+}
+
+/// The effect a post replicates as: `padlock.post mailbox-key at-ms
+/// element`.
+pub const POST_COMMAND: &std::ffi::CStr = c"padlock.post";
+
+/// Appends `element` to the list `name` and sets its expiry to `at` (unix
+/// ms): a post, made here or arriving from the master or the AOF. What a
+/// client sees is an `RPUSH`'s: `BLPOP` woken, the `rpush` event, `WATCH`
+/// touched. False when the key holds another type (nothing written).
+fn append(ctx: &Context, name: &RedisString, element: &RedisString, at: i64) -> bool {
+    let mut key = Key::write(ctx, name);
+    if !key.list_or_empty() || !key.push_tail(element) {
+        return false;
+    }
+    key.set_expire_at(at);
+    // Closed (and `WATCH` told) before the event, as `RPUSH` does.
+    drop(key);
+    ctx.notify_keyspace_event(NotifyEvent::LIST, "rpush", name);
+    true
+}
+
+/// `padlock.post mailbox-key at-ms element`: a post from the master or
+/// the AOF, applied as the master did and passed on to this server's own
+/// AOF. A mailbox that became another type here drops it, as the master
+/// would have.
+pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
+    super::server::from_replication(ctx, args)?;
+    let [_, name, at, element] = args else {
+        return Err(Error::Arity);
+    };
+    let at = parse_int(at.as_slice())
+        .filter(|at| *at >= 0)
+        .ok_or(Error::Range {
+            name: "at-ms",
+            min: 0,
+            max: i64::MAX,
+        })?;
+    if !append(ctx, name, element, at) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+    // SAFETY: live context.
+    unsafe {
+        rm!(RedisModule_ReplicateVerbatim)(ctx.ctx);
+    }
+    Ok(RedisValue::SimpleStringStatic("OK"))
 }

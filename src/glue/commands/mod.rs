@@ -74,7 +74,34 @@ pub fn all() -> Vec<Command> {
     with_kinds!(families);
     out.push(fence_floor());
     out.push(request_id());
+    out.push(post());
     out
+}
+
+extern "C" fn post_handler(
+    ctx: *mut redis_module::raw::RedisModuleCtx,
+    argv: *mut *mut redis_module::raw::RedisModuleString,
+    argc: std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    spec::handle(ctx, argv, argc, mailbox::command, Ids::No)
+}
+
+/// A mailbox post's state command (replication stream and AOF only).
+fn post() -> Command {
+    Command {
+        name: mailbox::POST_COMMAND,
+        handler: post_handler,
+        flags: c"write admin",
+        keys: (1, 1, 1),
+        acl: "write admin dangerous",
+        internal: true,
+        doc: Doc {
+            summary: "State command (replication stream and AOF only): appends an outcome to a mailbox list and sets the list's expiry.",
+            complexity: "O(1)",
+            syntax: "mailbox-key at-ms element",
+            keys: Keys::One(spec::POST),
+        },
+    }
 }
 
 extern "C" fn request_id_handler(

@@ -7,7 +7,7 @@ use std::ffi::CStr;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 
-use redis_module::{raw, Context, RedisError, RedisString};
+use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::Body;
 use crate::glue::guard;
@@ -106,7 +106,21 @@ pub fn handle(
         waiting::serve_ready(&context);
         server::reply(result)
     });
-    context.reply(response) as c_int
+    send(&context, response) as c_int
+}
+
+/// Replies; the status replies padlock sends most (`WAITING` for every
+/// queued `MAILBOX` request) go out from static C strings, where the
+/// crate would allocate one per reply.
+fn send(context: &Context, response: RedisResult) -> raw::Status {
+    let status = match &response {
+        Ok(RedisValue::SimpleStringStatic("WAITING")) => c"WAITING",
+        Ok(RedisValue::SimpleStringStatic("OK")) => c"OK",
+        _ => return context.reply(response),
+    };
+    // SAFETY: live context and a static NUL-terminated string.
+    unsafe { rm!(RedisModule_ReplyWithSimpleString)(context.ctx, status.as_ptr()) };
+    raw::Status::Ok
 }
 
 /// Arguments most commands fit in without a heap allocation: a client's

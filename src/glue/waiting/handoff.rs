@@ -32,6 +32,36 @@ thread_local! {
     /// (Redis core's `signalKeyAsReady`): served once, at the end of the
     /// command or timer pass that wrote them (`serve_ready`).
     static READY: RefCell<Vec<KeyId>> = const { RefCell::new(Vec::new()) };
+
+    /// The key whose queue is being served: its own grants' writes need not
+    /// mark it ready again (it is served to the end before anything else).
+    static SERVING: RefCell<Option<KeyId>> = const { RefCell::new(None) };
+}
+
+/// Marks `key` as being served until dropped (also when a bug unwinds:
+/// a mark left behind would keep the key from ever being ready again).
+struct Serving(Option<KeyId>);
+
+impl Serving {
+    fn of(key: &KeyId) -> Serving {
+        Serving(SERVING.with(|s| s.replace(Some(key.clone()))))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let outer = self.0.take();
+        SERVING.with(|s| *s.borrow_mut() = outer);
+    }
+}
+
+/// Whether `name` in `db` is the key being served right now.
+pub fn serving(db: i32, name: &[u8]) -> bool {
+    SERVING.with(|s| {
+        s.borrow()
+            .as_ref()
+            .is_some_and(|k| k.db == db && *k.name == *name)
+    })
 }
 
 /// A write changed `key`, which has waiters: serve it at the end of this
@@ -151,11 +181,25 @@ fn serve(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
         timer::note([key.name.clone()]);
         return;
     }
-    grant_heads(ctx, key, tried);
-    refresh(ctx, key);
+    // Its own grants do not mark it ready again: it is served to the end
+    // here, so another pass would only refuse its head again.
+    let known = {
+        let _serving = Serving::of(key);
+        grant_heads(ctx, key, tried)
+    };
+    match known {
+        Some(at) if state::with(|s| s.waiters.has_waiters(key)) => refresh_at(key, at),
+        _ => refresh(ctx, key),
+    }
 }
 
-fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
+/// Returns when the key may next free itself when its last grant said so
+/// (`Granted::frees_at`; nothing has written the key since).
+fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) -> Option<Option<i64>> {
+    // The holder a grant left the key to alone (`Granted::sole`): only its
+    // own requests may still be granted in this pass.
+    let mut alone: Option<Vec<u8>> = None;
+    let mut known = None;
     // A head refused earlier in this pass is not asked again (and not even
     // checked for being first everywhere, which costs a lookup per key it
     // waits on).
@@ -169,6 +213,18 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
             // Its time ran out first: nil, and on to the next in line.
             time_out(ctx, now_ms());
             continue;
+        }
+        if let Some(h) = &alone {
+            if state::with(|s| {
+                s.waiters
+                    .get(id)
+                    .is_some_and(|(_, e)| e.payload.holder != *h)
+            }) {
+                // What its kind would answer, without opening the key (and
+                // not remembered in `tried`: only another grant to that one
+                // holder could make the key ready again in this pass).
+                break;
+            }
         }
         // The waiter stays queued while its kind decides (no borrow of the
         // state across that call); it is taken out only once granted.
@@ -197,15 +253,30 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
         });
         let at_ms = now_ms();
         let (outcome, rode) = blocking::in_db(ctx, db, || {
-            let names: Vec<_> = keys.iter().map(|k| k.name(ctx)).collect();
+            let one;
+            let many: Vec<_>;
+            let names = match keys.as_slice() {
+                [k] => {
+                    one = k.name(ctx);
+                    std::slice::from_ref(&one)
+                }
+                _ => {
+                    many = keys.iter().map(|k| k.name(ctx)).collect();
+                    &many[..]
+                }
+            };
             // A `KEEP` grant through a mailbox reports its loss there; its
             // request-id rides on its effect when it can.
             requests::riding(request.as_ref(), want.rule(), at_ms, || {
-                keep::losses_to(mail, || want.try_grant(ctx, &names, &holder, client, at_ms))
+                keep::losses_to(mail, || want.try_grant(ctx, names, &holder, client, at_ms))
             })
         });
-        let (reply, take_back) = match outcome {
-            Ok(Some(g)) => (g.reply, Some(g.take_back)),
+        known = None;
+        let (reply, take_back, sole) = match outcome {
+            Ok(Some(g)) => {
+                known = g.frees_at.map(Some);
+                (g.reply, Some(g.take_back), g.sole)
+            }
             Ok(None) => {
                 tried.insert(id);
                 break;
@@ -217,7 +288,7 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
                 }
                 break;
             }
-            Err(e) => (Reply::Error(e.message()), None),
+            Err(e) => (Reply::Error(e.message()), None, false),
         };
         let Some((keys, e)) = state::with(|s| {
             let taken = s.take(id)?;
@@ -244,14 +315,18 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
             state::Party::Blocked(_) => take_back.map(|take_back| Undo {
                 db,
                 keys: keys.into_iter().map(|k| k.name.to_vec()).collect(),
-                holder,
+                holder: holder.clone(),
                 take_back,
                 request,
             }),
             state::Party::Mailbox { .. } => None,
         };
         tell(Some(ctx), e.payload.to, reply, undo);
+        if sole {
+            alone = Some(holder);
+        }
     }
+    known
 }
 
 /// Keeps the timer on when `key` may next free itself (its lease end, or

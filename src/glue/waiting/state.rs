@@ -180,6 +180,14 @@ impl<T> From<Option<T>> for Attempt<T> {
 pub struct Granted {
     pub reply: Reply,
     pub take_back: Box<dyn TakeBack>,
+    /// The grant leaves its key(s) to its holder alone (a lock, a write
+    /// hold): no other holder's request can be granted them until a write
+    /// frees them, so serving stops there without asking the kind again.
+    pub sole: bool,
+    /// When the key may next free itself, when the kind knows it without
+    /// reading the key again (a lock's new lease end): the timer is set on
+    /// it without opening the key.
+    pub frees_at: Option<i64>,
 }
 
 /// Undoes a grant whose reply never reached its client, on a later timer;

@@ -2,15 +2,12 @@
 //! lock, written as effects, and the lock requests that wait (`One`,
 //! `Multi`).
 
-use std::rc::Rc;
-
 use redis_module::{Context, RedisString};
 
 use crate::core::error::Error;
 use crate::core::lock::{self, Effect, Grant, Lock};
 use crate::core::since::Since;
 use crate::core::waitgraph::Need;
-use crate::glue::blocking::Reply;
 use crate::glue::commit::{commit, Note, Write};
 use crate::glue::config::grace_running;
 use crate::glue::fences;
@@ -18,15 +15,17 @@ use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::percentiles;
 use crate::glue::requests::piggy;
-use crate::glue::waiting::{self, Attempt, Granted, Seen, TakeBack, Try, Want};
+use crate::glue::waiting::{self, Attempt, Seen, Try};
 
 pub mod commands;
 mod data;
 mod kept;
 mod state;
+mod waits;
 
 use crate::glue::types::Value;
 pub use kept::{keep, keep_held, renew};
+pub use waits::{want_multi, want_one};
 
 impl Write for Effect {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
@@ -292,107 +291,6 @@ pub fn extend(
         Note::new(&Lock::INFO.counters.extended, None),
     );
     Ok(())
-}
-
-/// True as soon as one of `names` is held by someone else: a waiter for
-/// many keys is refused after reading as few as it takes.
-fn held_by_another(ctx: &Context, names: &[RedisString], holder: &[u8]) -> Result<bool, Error> {
-    for name in names {
-        let mut key = Key::read(ctx, name);
-        if key.value::<Lock>()?.is_some_and(|l| *l.holder != *holder) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
-/// `LOCK.ACQUIRE ... BLOCK` (one key, replied with its fence) and
-/// `LOCK.MACQUIRE ... BLOCK` (all keys at once, replied with an array).
-struct Locks {
-    ttl_ms: i64,
-    multi: bool,
-    /// `KEEP`: the waiting client, bound when granted.
-    keep: Option<u64>,
-}
-
-/// The fences a waiter was granted, one per key.
-struct Fences(Vec<u64>);
-
-impl TakeBack for Fences {
-    fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]) {
-        for (name, fence) in names.iter().zip(&self.0) {
-            let _ = release(ctx, name, holder, Some(*fence));
-        }
-    }
-}
-
-impl Want for Locks {
-    fn kind(&self) -> &'static crate::glue::types::KindInfo {
-        Lock::INFO
-    }
-
-    fn try_grant(
-        &self,
-        ctx: &Context,
-        names: &[RedisString],
-        holder: &[u8],
-        client: u64,
-        now: i64,
-    ) -> Result<Option<Granted>, Error> {
-        let client = self.keep.map(|_| client);
-        let fences = match (self.multi, names) {
-            (true, _) if held_by_another(ctx, names, holder)? => None,
-            (true, _) => try_macquire(ctx, names, holder, self.ttl_ms, now)?,
-            (false, [name]) => {
-                let bound = (client, self.ttl_ms, renew as keep::Renew);
-                let attempt = || {
-                    let a = try_acquire(ctx, name, holder, self.ttl_ms, Try::serving(now));
-                    Ok::<_, Error>(a?.got())
-                };
-                let bind = |g: &Grant| keep(ctx, name, holder, client, self.ttl_ms, g.fence);
-                keep::grant_bound((name.as_slice(), holder), bound, attempt, bind)?
-                    .map(|g| vec![g.fence])
-            }
-            (false, _) => None,
-        };
-        if self.multi {
-            for (name, fence) in names.iter().zip(fences.iter().flatten()) {
-                keep(ctx, name, holder, client, self.ttl_ms, *fence);
-            }
-        }
-        Ok(fences.map(|fs| Granted {
-            reply: match (self.multi, fs.as_slice()) {
-                (false, [f]) => Reply::Int(*f as i64),
-                _ => Reply::Ints(fs.iter().map(|f| *f as i64).collect()),
-            },
-            take_back: Box::new(Fences(fs)),
-        }))
-    }
-
-    fn rule(&self) -> Option<crate::glue::requests::piggy::Rule> {
-        use crate::glue::requests::piggy::Rule;
-        (!self.multi).then_some(Rule::Fence)
-    }
-
-    fn ttl_ms(&self) -> i64 {
-        self.ttl_ms
-    }
-}
-
-pub fn want_one(ttl_ms: i64, keep: Option<u64>) -> Rc<dyn Want> {
-    Rc::new(Locks {
-        ttl_ms,
-        multi: false,
-        keep,
-    })
-}
-
-pub fn want_multi(ttl_ms: i64, keep: Option<u64>) -> Rc<dyn Want> {
-    Rc::new(Locks {
-        ttl_ms,
-        multi: true,
-        keep,
-    })
 }
 
 impl super::Kind for Lock {

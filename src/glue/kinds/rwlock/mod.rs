@@ -249,6 +249,8 @@ impl Want for Hold {
         Ok(got.map(|g| Granted {
             reply: Reply::Int(g.fence as i64),
             take_back: Box::new(Given(self.mode, g.fence)),
+            sole: self.mode == Mode::Write,
+            frees_at: None,
         }))
     }
 

@@ -240,6 +240,8 @@ impl Want for Permits {
         Ok(got.map(|total| Granted {
             reply: Reply::Int(total as i64),
             take_back: Box::new(GivenPermits(self.permits)),
+            sole: false,
+            frees_at: None,
         }))
     }
 
