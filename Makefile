@@ -32,20 +32,13 @@ test: build
 	python3 scripts/test/check-structure.py
 	cargo test --release --workspace --lib
 	PADLOCK_SO=$(abspath $(SO)) cargo test --release --test smoke
-	@echo "==> Python suite on Redis 7.0, 8.0, 8.6 and Valkey 9.1 (two at a time)"
-	scripts/test/test-matrix.sh
-	@echo "==> Python client (clients/python): mypy --strict and its tests"
-	cd clients/python && ../../$(VENV)/bin/python -m mypy --strict src
-	PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
-	@echo "==> TypeScript client (clients/typescript): tsc --strict and its tests"
 	@scripts/deps.sh --node
-	cd clients/typescript && PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) npm test --silent
-	@echo "==> Java client (clients/java): javac -Xlint:all -Werror and its JUnit tests (Jedis, Lettuce, Spring, cluster, Kotlin)"
 	@scripts/deps.sh --java
-	cd clients/java && PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) mvn -q -B -ntp verify
-	@echo "==> Go client (clients/go): go vet and go test -race (go-redis, valkey-go, cluster)"
 	@scripts/deps.sh --go
-	cd clients/go && go vet ./... && PADLOCK_SO=$(abspath $(SO)) timeout -k 30 $(SUITE_LIMIT) go test -race -count=1 ./...
+	@echo "==> the server's suite on Redis 7.0, 8.0, 8.6 and Valkey 9.1, and the Python (mypy --strict),"
+	@echo "    TypeScript, Java (javac -Xlint:all -Werror; Jedis, Lettuce, Spring, cluster, Kotlin) and"
+	@echo "    Go (go vet, go test -race) clients' suites, side by side"
+	SUITE_LIMIT=$(SUITE_LIMIT) scripts/test/test-matrix.sh
 
 # More servers than `make test`: Valkey 8.0.1 (bookworm-backports) and
 # 8.1.1 (trixie), unpacked beside the system; Valkey 8.1.8 (the

@@ -37,6 +37,8 @@ final class Mailman {
     volatile long epoch;
     /** Half the shortest interval watched: the mailbox is read at least that often. */
     private volatile long pollMs = POLL_MS;
+    /** The connection the mailbox is read on, for {@link #close}. */
+    private volatile Link reading;
     /** The send time (nanoTime) of the latest read that found the mailbox empty. */
     private volatile long clearAt;
     private volatile boolean cleared;
@@ -121,6 +123,12 @@ final class Mailman {
         if (thread != null) {
             thread.interrupt();
         }
+        // A blocking driver's read ignores the interrupt: closing its socket
+        // ends it now rather than when the server's BLMPOP times out.
+        Link c = reading;
+        if (c != null) {
+            c.discard();
+        }
     }
 
     private boolean idle() {
@@ -141,6 +149,10 @@ final class Mailman {
                 try {
                     if (conn == null) {
                         conn = cluster ? track() : pad.driver.dedicated(route);
+                        reading = conn;
+                        if (closed) {
+                            continue;
+                        }
                     }
                     long poll = pollMs;
                     if (conn instanceof Tracked t) {
@@ -185,6 +197,7 @@ final class Mailman {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
+            reading = null;
             if (conn != null) {
                 conn.discard();
             }

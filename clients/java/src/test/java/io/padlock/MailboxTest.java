@@ -121,6 +121,33 @@ class MailboxTest extends OnServer {
         }
     }
 
+    static long padlockConnections() {
+        return Servers.text(srv.raw("CLIENT", "LIST")).lines().filter(l -> l.contains(" name=padlock ")).count();
+    }
+
+    /**
+     * close() ends padlock's connections then, not when a blocking read
+     * times out (Jedis: its reads ignore interrupts; Lettuce reads on its
+     * own threads and names no connection of padlock's).
+     */
+    @Test
+    void closingAPadlockClosesItsConnectionsAtOnce() throws Exception {
+        try (Clients mine = new Clients()) {
+            Padlock p = mine.standalone("jedis", srv.port());
+            PadlockLock l = p.getLock("closing");
+            l.lock();
+            until(() -> padlockConnections() == 2, 3000);
+            assertEquals(2, padlockConnections(), "the keeper and the mailbox reader");
+            Thread.sleep(100); // the reader is inside its BLMPOP
+            p.close();
+            long closed = System.nanoTime();
+            until(() -> padlockConnections() == 0, 3000);
+            long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - closed);
+            assertEquals(0, padlockConnections());
+            assertTrue(took < 300, "gone " + took + " ms after close (the read polls every 1,000)");
+        }
+    }
+
     @ParameterizedTest
     @FieldSource("drivers")
     void aDeletedHoldIsReportedWithinMilliseconds(String driver) throws Exception {
