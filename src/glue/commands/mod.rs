@@ -36,19 +36,32 @@ extern "C" fn state_handler<K: SetState>(
 /// A kind's state command, from its `KindInfo`.
 fn state_command<K: SetState>() -> Command {
     let info = K::INFO;
-    Command {
-        name: info.state_command,
-        handler: state_handler::<K>,
-        flags: c"write admin",
-        keys: (1, 1, 1),
-        acl: "write admin dangerous",
-        internal: true,
-        doc: Doc {
+    effect_row(
+        info.state_command,
+        state_handler::<K>,
+        Doc {
             summary: info.state_summary,
             complexity: info.state_complexity,
             syntax: info.state_syntax,
             keys: Keys::One(SET),
         },
+    )
+}
+
+/// The row of a state command: for the replication stream and the AOF
+/// (or a slot migration's stream) only, never a client's.
+fn effect_row(name: &'static std::ffi::CStr, handler: spec::Handler, doc: Doc) -> Command {
+    Command {
+        name,
+        handler,
+        flags: c"write admin",
+        keys: match doc.keys {
+            Keys::None => (0, 0, 0),
+            _ => (1, 1, 1),
+        },
+        acl: "write admin dangerous",
+        internal: true,
+        doc,
     }
 }
 
@@ -88,20 +101,16 @@ extern "C" fn post_handler(
 
 /// A mailbox post's state command (replication stream and AOF only).
 fn post() -> Command {
-    Command {
-        name: mailbox::POST_COMMAND,
-        handler: post_handler,
-        flags: c"write admin",
-        keys: (1, 1, 1),
-        acl: "write admin dangerous",
-        internal: true,
-        doc: Doc {
+    effect_row(
+        mailbox::POST_COMMAND,
+        post_handler,
+        Doc {
             summary: "State command (replication stream and AOF only): appends an outcome to a mailbox list and sets the list's expiry.",
             complexity: "O(1)",
             syntax: "mailbox-key at-ms element",
             keys: Keys::One(spec::POST),
         },
-    }
+    )
 }
 
 extern "C" fn request_id_handler(
@@ -114,20 +123,16 @@ extern "C" fn request_id_handler(
 
 /// The request-ids' state command (replication stream and AOF only).
 fn request_id() -> Command {
-    Command {
-        name: super::requests::saved::NAME,
-        handler: request_id_handler,
-        flags: c"write admin",
-        keys: (1, 1, 1),
-        acl: "write admin dangerous",
-        internal: true,
-        doc: Doc {
+    effect_row(
+        super::requests::saved::NAME,
+        request_id_handler,
+        Doc {
             summary: "State command (replication stream and AOF only): remembers, or forgets, a request-id applied to a key and holder.",
             complexity: "O(1)",
             syntax: "key holder request-id at-ms print I|A reply [reply ...]",
             keys: Keys::One(SET),
         },
-    }
+    )
 }
 
 extern "C" fn fence_floor_handler(
@@ -140,21 +145,17 @@ extern "C" fn fence_floor_handler(
 
 /// The fence counter's own state command (atomic slot migration).
 fn fence_floor() -> Command {
-    Command {
-        name: c"padlock.fencefloor",
-        handler: fence_floor_handler,
-        flags: c"write admin",
-        keys: (0, 0, 0),
-        acl: "write admin dangerous",
-        internal: true,
-        doc: Doc {
+    effect_row(
+        c"padlock.fencefloor",
+        fence_floor_handler,
+        Doc {
             summary:
                 "State command (slot migration stream only): raises the fence counter to at least fence.",
             complexity: "O(1)",
             syntax: "fence",
             keys: Keys::None,
         },
-    }
+    )
 }
 
 /// What a refused acquire waits for with `BLOCK`, and the mailbox it
