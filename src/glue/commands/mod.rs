@@ -50,7 +50,7 @@ fn state_command<K: SetState>() -> Command {
 
 /// The row of a state command: for the replication stream and the AOF
 /// (or a slot migration's stream) only, never a client's.
-fn effect_row(name: &'static std::ffi::CStr, handler: spec::Handler, doc: Doc) -> Command {
+const fn effect_row(name: &'static std::ffi::CStr, handler: spec::Handler, doc: Doc) -> Command {
     Command {
         name,
         handler,
@@ -85,78 +85,62 @@ pub fn all() -> Vec<Command> {
         };
     }
     with_kinds!(families);
-    out.push(fence_floor());
-    out.push(request_id());
-    out.push(post());
+    out.extend_from_slice(EFFECTS);
     out
 }
 
-extern "C" fn post_handler(
-    ctx: *mut redis_module::raw::RedisModuleCtx,
-    argv: *mut *mut redis_module::raw::RedisModuleString,
-    argc: std::os::raw::c_int,
-) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, mailbox::command, Ids::No)
+/// A state command that belongs to no kind: its row, with a C handler of
+/// its own around `body`.
+macro_rules! effect {
+    ($name:expr, $body:path, $summary:literal, $syntax:literal, $keys:expr) => {
+        effect_row(
+            $name,
+            {
+                extern "C" fn h(
+                    ctx: *mut redis_module::raw::RedisModuleCtx,
+                    argv: *mut *mut redis_module::raw::RedisModuleString,
+                    argc: std::os::raw::c_int,
+                ) -> std::os::raw::c_int {
+                    spec::handle(ctx, argv, argc, $body, Ids::No)
+                }
+                h
+            },
+            Doc {
+                summary: $summary,
+                complexity: "O(1)",
+                syntax: $syntax,
+                keys: $keys,
+            },
+        )
+    };
 }
 
-/// A mailbox post's state command (replication stream and AOF only).
-fn post() -> Command {
-    effect_row(
-        mailbox::POST_COMMAND,
-        post_handler,
-        Doc {
-            summary: "State command (replication stream and AOF only): appends an outcome to a mailbox list and sets the list's expiry.",
-            complexity: "O(1)",
-            syntax: "mailbox-key at-ms element",
-            keys: Keys::One(spec::POST),
-        },
-    )
-}
-
-extern "C" fn request_id_handler(
-    ctx: *mut redis_module::raw::RedisModuleCtx,
-    argv: *mut *mut redis_module::raw::RedisModuleString,
-    argc: std::os::raw::c_int,
-) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, super::requests::saved::command, Ids::No)
-}
-
-/// The request-ids' state command (replication stream and AOF only).
-fn request_id() -> Command {
-    effect_row(
-        super::requests::saved::NAME,
-        request_id_handler,
-        Doc {
-            summary: "State command (replication stream and AOF only): remembers, or forgets, a request-id applied to a key and holder.",
-            complexity: "O(1)",
-            syntax: "key holder request-id at-ms print I|A reply [reply ...]",
-            keys: Keys::One(SET),
-        },
-    )
-}
-
-extern "C" fn fence_floor_handler(
-    ctx: *mut redis_module::raw::RedisModuleCtx,
-    argv: *mut *mut redis_module::raw::RedisModuleString,
-    argc: std::os::raw::c_int,
-) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, state::fence_floor, Ids::No)
-}
-
-/// The fence counter's own state command (atomic slot migration).
-fn fence_floor() -> Command {
-    effect_row(
+/// The state commands of no kind: the fence counter's (atomic slot
+/// migration), the request-ids' and a mailbox post's (replication stream
+/// and AOF only).
+const EFFECTS: &[Command] = &[
+    effect!(
         c"padlock.fencefloor",
-        fence_floor_handler,
-        Doc {
-            summary:
-                "State command (slot migration stream only): raises the fence counter to at least fence.",
-            complexity: "O(1)",
-            syntax: "fence",
-            keys: Keys::None,
-        },
-    )
-}
+        state::fence_floor,
+        "State command (slot migration stream only): raises the fence counter to at least fence.",
+        "fence",
+        Keys::None
+    ),
+    effect!(
+        super::requests::saved::NAME,
+        super::requests::saved::command,
+        "State command (replication stream and AOF only): remembers, or forgets, a request-id applied to a key and holder.",
+        "key holder request-id at-ms print I|A reply [reply ...]",
+        Keys::One(SET)
+    ),
+    effect!(
+        mailbox::POST_COMMAND,
+        mailbox::command,
+        "State command (replication stream and AOF only): appends an outcome to a mailbox list and sets the list's expiry.",
+        "mailbox-key at-ms element",
+        Keys::One(spec::POST)
+    ),
+];
 
 /// What a refused acquire waits for with `BLOCK`, and the mailbox it
 /// names (checked: `mailbox_of`).

@@ -40,27 +40,28 @@ thread_local! {
 
 /// Marks `key` as being served until dropped (also when a bug unwinds:
 /// a mark left behind would keep the key from ever being ready again).
-struct Serving(Option<KeyId>);
+/// Serving never nests: nothing serves while a key is served.
+struct Serving;
 
 impl Serving {
     fn of(key: &KeyId) -> Serving {
-        Serving(SERVING.with(|s| s.replace(Some(key.clone()))))
+        SERVING.with(|s| *s.borrow_mut() = Some(key.clone()));
+        Serving
     }
 }
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        let outer = self.0.take();
-        SERVING.with(|s| *s.borrow_mut() = outer);
+        SERVING.with(|s| *s.borrow_mut() = None);
     }
 }
 
-/// Whether `name` in `db` is the key being served right now.
-pub fn serving(db: i32, name: &[u8]) -> bool {
+/// Whether `name` (in the selected database) is the key being served.
+pub fn serving(ctx: &Context, name: &[u8]) -> bool {
     SERVING.with(|s| {
         s.borrow()
             .as_ref()
-            .is_some_and(|k| k.db == db && *k.name == *name)
+            .is_some_and(|k| *k.name == *name && k.db == blocking::selected_db(ctx))
     })
 }
 
@@ -188,14 +189,14 @@ fn serve(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) {
         grant_heads(ctx, key, tried)
     };
     match known {
-        Some(at) if state::with(|s| s.waiters.has_waiters(key)) => refresh_at(key, at),
+        Some(at) if state::with(|s| s.waiters.has_waiters(key)) => refresh_at(key, Some(at)),
         _ => refresh(ctx, key),
     }
 }
 
 /// Returns when the key may next free itself when its last grant said so
 /// (`Granted::frees_at`; nothing has written the key since).
-fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) -> Option<Option<i64>> {
+fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) -> Option<i64> {
     // The holder a grant left the key to alone (`Granted::sole`): only its
     // own requests may still be granted in this pass.
     let mut alone: Option<Vec<u8>> = None;
@@ -274,7 +275,7 @@ fn grant_heads(ctx: &Context, key: &KeyId, tried: &mut Set<WaiterId>) -> Option<
         known = None;
         let (reply, take_back, sole) = match outcome {
             Ok(Some(g)) => {
-                known = g.frees_at.map(Some);
+                known = g.frees_at;
                 (g.reply, Some(g.take_back), g.sole)
             }
             Ok(None) => {

@@ -155,7 +155,7 @@ pub fn acquired(ctx: &Context, holder: &[u8], name: &RedisString) {
 /// After a write to a key: a key with waiters is ready, served (and its
 /// timer moved to its new lease) at the end of the command or timer pass.
 pub fn after_write(ctx: &Context, name: &RedisString) {
-    if state::nobody_waits() || handoff::serving(blocking::selected_db(ctx), name.as_slice()) {
+    if state::nobody_waits() || handoff::serving(ctx, name.as_slice()) {
         return;
     }
     let key = KeyId::of(ctx, name);

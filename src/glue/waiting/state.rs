@@ -186,7 +186,7 @@ pub struct Granted {
     pub sole: bool,
     /// When the key may next free itself, when the kind knows it without
     /// reading the key again (a lock's new lease end): the timer is set on
-    /// it without opening the key.
+    /// it without opening the key. None: read it back.
     pub frees_at: Option<i64>,
 }
 

@@ -32,7 +32,7 @@ final class Mailman {
     private final Map<String, CompletableFuture<String>> slots = new ConcurrentHashMap<>();
     private final Map<String, WeakReference<SharedHold>> watched = new ConcurrentHashMap<>();
     private Thread thread;
-    private boolean closed;
+    private volatile boolean closed;
     /** Bumped when the mailbox connection failed (the waits are sent again). */
     volatile long epoch;
     /** Half the shortest interval watched: the mailbox is read at least that often. */
@@ -188,6 +188,9 @@ final class Mailman {
                     if (conn != null) {
                         conn.discard();
                         conn = null;
+                    }
+                    if (closed) {
+                        return; // close() ended the read: no reconnect to report
                     }
                     epoch++;
                     slots.values().forEach(s -> s.complete(null));
