@@ -108,6 +108,18 @@ def test_a_resent_final_release_answers_0_and_leaves_the_next_holder(r):
     assert not r.exists("k")
 
 
+def test_a_resend_spelled_in_another_case_is_the_same_request(r):
+    """Command names are case-insensitive, so a resend's spelling (a
+    driver that lower-cases them, another that does not) is the same
+    request, and the id's print does not change with it."""
+    first = r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
+    assert r.execute_command("lock.acquire", "k", "h", 60000, "ID", "a") == first
+    assert r.execute_command("Lock.Acquire", "k", "h", 60000, "ID", "a") == first
+    assert info(r, "LOCK.INFO", "k")[b"count"] == 1
+    assert r.execute_command("lock.release", "k", "h", "ID", "b") == 0
+    assert r.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
+
+
 def test_the_same_id_with_other_arguments_is_an_error(r):
     r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
     for other in (["LOCK.ACQUIRE", "k", "h", 5000], ["LOCK.ACQUIRE", "k", "h", 60000, "KEEP"],

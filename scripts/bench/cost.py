@@ -188,6 +188,8 @@ def instructions(binary, aof_replica=False, cases=CASES, top=0):
             if errors:
                 raise RuntimeError(f"{name}: {errors} error replies")
             result[name] = total(dump) / CALLS
+            if os.environ.get("PADLOCK_COST_KEEP"):  # a directory: each case's dump, for callgrind_annotate
+                shutil.copy(dump, os.path.join(os.environ["PADLOCK_COST_KEEP"], name.replace(" ", "_").replace(",", "") + ".cg"))
             if top:
                 print(f"\n== {name}: {result[name]:,.0f} per call")
                 for cost, fn in breakdown(dump, top):

@@ -30,7 +30,7 @@ extern "C" fn state_handler<K: SetState>(
     argv: *mut *mut redis_module::raw::RedisModuleString,
     argc: std::os::raw::c_int,
 ) -> std::os::raw::c_int {
-    spec::handle(ctx, argv, argc, state::command::<K>, Ids::No)
+    spec::handle(ctx, argv, argc, state::command::<K>, (Ids::No, c""))
 }
 
 /// A kind's state command, from its `KindInfo`.
@@ -101,7 +101,7 @@ macro_rules! effect {
                     argv: *mut *mut redis_module::raw::RedisModuleString,
                     argc: std::os::raw::c_int,
                 ) -> std::os::raw::c_int {
-                    spec::handle(ctx, argv, argc, $body, Ids::No)
+                    spec::handle(ctx, argv, argc, $body, (Ids::No, c""))
                 }
                 h
             },

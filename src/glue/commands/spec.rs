@@ -85,7 +85,7 @@ pub fn handle(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     body: Body,
-    ids: Ids,
+    (ids, name): (Ids, &'static CStr),
 ) -> c_int {
     let context = Context::new(ctx);
     let failed = Err(RedisError::Str(
@@ -98,7 +98,14 @@ pub fn handle(
             // client, no database, only the key positions.
             _ if context.is_keys_position_request() => body(&context, args),
             Ok(Some(s)) => without_id(args, &s, |rest| {
-                requests::run(&context, ids, (args, rest), s, waiting::take_place, body)
+                requests::run(
+                    &context,
+                    (ids, name.to_bytes()),
+                    (args, rest),
+                    s,
+                    waiting::take_place,
+                    body,
+                )
             }),
             Err(e) => Err(e),
         });
@@ -226,9 +233,9 @@ macro_rules! commands {
                     ) -> std::os::raw::c_int {
                         $crate::glue::commands::spec::handle(
                             ctx, argv, argc, $body,
-                            $crate::glue::commands::spec::last_ids(&[
+                            ($crate::glue::commands::spec::last_ids(&[
                                 $crate::glue::requests::Ids::No $(, $ids)?
-                            ]),
+                            ]), $name),
                         )
                     }
                     h

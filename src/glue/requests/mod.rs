@@ -101,30 +101,6 @@ fn names(ids: Ids, args: &[RedisString]) -> Option<(&[u8], &[u8])> {
     Some((key.as_slice(), holder.as_slice()))
 }
 
-/// A command's name in lower case, on the stack: names are short, and
-/// every request with an id hashes it and looks up its reply rule by it.
-struct Lower {
-    buf: [u8; 32],
-    len: usize,
-}
-
-impl Lower {
-    fn of(name: &[u8]) -> Lower {
-        let mut l = Lower {
-            buf: [0; 32],
-            len: name.len().min(32),
-        };
-        l.buf[..l.len].copy_from_slice(&name[..l.len]);
-        l.buf.make_ascii_lowercase();
-        l
-    }
-
-    /// The name (cut at 32 bytes: longer than any command's).
-    fn name(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
 /// The request's arguments but its id (and how it waits: `BLOCK`'s value,
 /// a resend may wait less; `MAILBOX mailbox-key`, a resend may wait on a
 /// connection or another mailbox), hashed; the name in lower case.
@@ -185,10 +161,12 @@ pub type TakePlace = fn(
 ) -> Result<Option<RedisValue>, Error>;
 
 /// Runs a command that carries `ID`: `full` are its arguments as sent,
-/// `args` without the id, which is all `body` sees.
+/// `args` without the id, which is all `body` sees; `name` is the
+/// command's as registered (lower case: what the print hashes, as a
+/// client's spelling of it may differ).
 pub fn run(
     ctx: &Context,
-    ids: Ids,
+    (ids, name): (Ids, &'static [u8]),
     (full, args): (&[RedisString], &[RedisString]),
     s: Spots,
     take_place: TakePlace,
@@ -197,8 +175,7 @@ pub fn run(
     let (Some(names), Some(id)) = (names(ids, full), s.id.and_then(|i| full.get(i))) else {
         return body(ctx, args);
     };
-    let lower = Lower::of(full.first().map_or(&[][..], |a| a.as_slice()));
-    let (id, print) = (id.as_slice(), print_of(full, lower.name(), &s));
+    let (id, print) = (id.as_slice(), print_of(full, name, &s));
     let db = blocking::selected_db(ctx);
     // A known group lends its shared names: only a new one copies them.
     let (found, shared) = with(|m| {
@@ -229,7 +206,7 @@ pub fn run(
     }
     let at_ms = now_ms();
     let rule = matches!(ids, Ids::After(_))
-        .then(|| piggy::Rule::of(lower.name()))
+        .then(|| piggy::Rule::of(name))
         .flatten();
     let (result, back) = {
         let _boarded = piggy::board(tag, rule, at_ms);

@@ -126,6 +126,12 @@ pub struct Boarded(Option<Rider>);
 
 impl Drop for Boarded {
     fn drop(&mut self) {
+        // Nothing to give back once the rider alighted and none ran
+        // before (every request but one inside another's grant): the
+        // thread-local is left alone.
+        if self.0.is_none() && !BOARDED.load(Relaxed) {
+            return;
+        }
         set_rider(self.0.take());
     }
 }
