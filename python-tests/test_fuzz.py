@@ -21,9 +21,15 @@ COMMANDS = [
     "LOCK.MACQUIRE", "LOCK.MRELEASE", "LOCK.WAITFOR", "LOCK.GRAPH",
     "SEM.ACQUIRE", "SEM.RELEASE", "SEM.EXTEND", "SEM.INFO",
     "RWLOCK.ACQUIRE", "RWLOCK.RELEASE", "RWLOCK.EXTEND", "RWLOCK.INFO",
-    "PADLOCK.LOCKSET", "PADLOCK.SEMSET", "PADLOCK.RWSET",
+    "PADLOCK.LOCKSET", "PADLOCK.SEMSET", "PADLOCK.RWSET", "LOCK.CANCEL",
 ]
-TOKENS = [b"BLOCK", b"PERMITS", b"KEEP", b"READ", b"WRITE", b"read", b"keep", b"NOPE", b""]
+TOKENS = [b"BLOCK", b"PERMITS", b"KEEP", b"READ", b"WRITE", b"read", b"keep", b"NOPE", b"",
+          b"MAILBOX", b"ID", b"id", b"mailbox"]
+#: Mailboxes: outside KEYS, since a queued request's outcome is posted
+#: between commands (its timeout, a grant on a lease's end).
+MAILBOXES = [b"mb", b"{t}mb"]
+#: Few request-ids, so that resends and reuses for other requests come up.
+RIDS = [b"r1", b"r2", b"r3"]
 
 
 def value(rng):
@@ -53,22 +59,30 @@ def shaped(rng):
     k, h = rng.choice(KEYS), rng.choice([b"h1", b"h2", b"h3"])
     ttl = str(rng.choice([50, 500, 60000])).encode()
     mode = rng.choice([b"READ", b"WRITE"])
-    options = [[], [b"KEEP"], [b"BLOCK", b"5"]]
+    mb = rng.choice(MAILBOXES) if rng.random() < 0.9 else k  # a lock's key: WRONGTYPE
+    wait = [b"BLOCK", rng.choice([b"5", b"50"]), b"MAILBOX", mb]
+    # Half the waits through a mailbox: they outlive their command.
+    options = [[], [b"KEEP"], [b"BLOCK", b"5"], wait, wait, [*wait, b"KEEP"], [*wait, b"KEEP"]]
+    keep_mb = rng.choice([[], [b"KEEP"], [b"KEEP", b"MAILBOX", mb]])
     name, args = rng.choice([
         ("LOCK.ACQUIRE", [k, h, ttl, *rng.choice(options)]),
         ("LOCK.RELEASE", [k, h]),
-        ("LOCK.EXTEND", [k, h, ttl]),
+        ("LOCK.EXTEND", [k, h, ttl, *keep_mb]),
         ("LOCK.REENTER", [k, h, ttl]),
         ("SEM.ACQUIRE", [k, h, b"3", ttl, b"PERMITS", rng.choice([b"1", b"2", b"4"]), *rng.choice(options)]),
         ("SEM.RELEASE", [k, h, *rng.choice([[], [b"PERMITS", b"1"]])]),
-        ("SEM.EXTEND", [k, h, ttl]),
+        ("SEM.EXTEND", [k, h, ttl, *keep_mb]),
         ("RWLOCK.ACQUIRE", [k, h, mode, ttl, *rng.choice(options)]),
         ("RWLOCK.RELEASE", [k, h, mode]),
-        ("RWLOCK.EXTEND", [k, h, ttl]),
-        ("LOCK.MACQUIRE", [b"2", b"k0", b"k1", h, ttl]),
+        ("RWLOCK.EXTEND", [k, h, ttl, *keep_mb]),
+        ("LOCK.MACQUIRE", [b"2", b"k0", b"k1", h, ttl, *rng.choice(options[:3])]),
         ("LOCK.MRELEASE", [b"2", b"k0", b"k1", h]),
         ("LOCK.WAITFOR", [k, h, ttl]),
+        ("LOCK.CANCEL", [k, h, rng.choice(RIDS)]),
     ])
+    # An id on most changing commands, as the client libraries send.
+    if name not in ("LOCK.WAITFOR", "LOCK.CANCEL") and (b"MAILBOX" in args or rng.random() < 0.6):
+        args += [b"ID", rng.choice(RIDS) if rng.random() < 0.3 else b"n%d" % rng.randrange(10**6)]
     if rng.random() < 0.5:
         args[rng.randrange(len(args))] = value(rng)
     return name, short_blocks(rng, args)
@@ -127,8 +141,14 @@ def test_fuzz(server):
     r.set(b"{t}k3", b"plain")
     deadline = time.time() + SECONDS
     n = errors = checked = restored = 0
+    last = None
     while time.time() < deadline:
-        name, args = command(rng)
+        # Now and then the last command again, as a client resends it.
+        name, args = last if last and rng.random() < 0.1 else command(rng)
+        last = (name, args)
+        # A queued MAILBOX request may be granted between two commands
+        # (a lease that ran out): then a key may change under any command.
+        queued = r.info("padlock")["padlock_mailbox_waiters"]
         before = {k: view(r, k) for k in KEYS}
         try:
             fuzz.execute_command(name, *args)
@@ -142,7 +162,7 @@ def test_fuzz(server):
         n += 1
         if failed:
             errors += 1
-            for k in KEYS:
+            for k in KEYS if not queued else []:
                 (was, least) = before[k]
                 if least is not None and least < 2000:
                     continue  # a lease may have run out meanwhile
@@ -155,14 +175,21 @@ def test_fuzz(server):
             restored += loadable(r)
             # The KEEP invariant: a lease held far away has a binding.
             assert kept_without_binding(r, dbs=[0]) == []
+    stats = r.info("padlock")
     print(f"fuzz: {n} commands, {errors} errors, {checked} key checks after errors, "
-          f"{restored} values DUMPed and RESTOREd")
+          f"{restored} values DUMPed and RESTOREd, {stats['padlock_mailbox_posts']} posts, "
+          f"{stats['padlock_requests_replayed']} replays, {stats['padlock_cancelled']} cancelled")
     assert server.alive() and r.ping()
     assert n > 100 and errors > 10
+    # The newer paths ran too: ids replayed, and outcomes mailed.
+    assert stats["padlock_requests_replayed"] > 0 and stats["padlock_mailbox_posts"] > 0
     # Its connection closed, nothing it bound is held far away any more.
     fuzz.close()
     far = lambda: [k for k in KEYS if r.pttl(k) > FAR_PTTL]  # noqa: E731
     assert wait_for(lambda: not far(), timeout=3), far()
+    # And every request it queued left with it.
+    assert wait_for(lambda: r.info("padlock")["padlock_mailbox_waiters"] == 0, timeout=3)
+    assert r.info("padlock")["padlock_blocked_clients"] == 0
     reloads_to_the_same_state(r)
 
 
@@ -231,10 +258,20 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
                 b"x:1:one:r", b"%d:1:one:" % now + b"y" * 65, b"", b"::::",
             ])]
         cmds.append([name, *args])
+        if rng.random() < 0.2:
+            # A mailbox post and a request-id on its own, as a master sends
+            # them for a queued request's outcome and a multi-key request.
+            cmds.append(["PADLOCK.POST", rng.choice(MAILBOXES + KEYS[:1]), effect_value(rng, now),
+                         rng.choice([b"r1 5", b"r2 nil", b"r3 -LOST removed", b"", b"x" * 600])])
+            cmds.append(["PADLOCK.REQUESTID", rng.choice(KEYS[:3]), rng.choice([b"h1", b"h2", b""]),
+                         rng.choice(RIDS + [b"", b"y" * 65]), effect_value(rng, now), effect_value(rng, now),
+                         rng.choice([b"I", b"A", b"F", b"i"]),
+                         *[effect_value(rng, now) for _ in range(rng.randrange(1, 4))]])
     srv, _ = aof_server(make_server, cmds)
     r = srv.client()
     assert r.dbsize() > 0, "some effects were accepted"
     assert r.info("padlock")["padlock_request_ids"] > 0, "some request-ids rode in"
+    assert any(r.type(m) == b"list" for m in MAILBOXES), "some posts were accepted"
     assert loadable(r) >= 1
     fence = r.info("padlock")["padlock_last_fence"]
     assert 0 <= fence < 2**53
