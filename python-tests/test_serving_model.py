@@ -1,0 +1,320 @@
+"""docs/commands.md, Blocking rules — the server's queues against a model.
+
+Five holders, each on a connection of its own with a mailbox of its own,
+take turns at random on one key of each kind: acquire (granted at once or
+queued with `BLOCK ... MAILBOX`), reenter, release, cancel a queued
+request. A plain-Python model says what each command answers and what
+each release or cancel must mail to whom, in which order: first come,
+first served, no newcomer past a queue, consecutive readers together, a
+semaphore request never overtaken, the holder's own requests granted in
+the pass that grants it. Every reply and every mailbox is compared after
+every step, and fences only grow."""
+
+import random
+
+import pytest
+
+HOLDERS = ["h0", "h1", "h2", "h3", "h4"]
+LIMIT = 3
+STEPS = 1500
+
+
+class Model:
+    """The rules, for one key: `holds[h]` is what h holds (a lock's count,
+    a semaphore's permits, a read-write holder's (reads, writes)), `queue`
+    the requests in arrival order as (holder, rid, want)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.holds = {}
+        self.queue = []
+
+    def grantable(self, h, want):
+        if self.kind == "lock":
+            return not self.holds or h in self.holds
+        if self.kind == "sem":
+            return sum(self.holds.values()) + want <= LIMIT
+        others = [x for x in self.holds if x != h]
+        if want == "READ":
+            return not [x for x in others if self.holds[x][1]]
+        return not others
+
+    def take(self, h, want):
+        if self.kind == "lock":
+            self.holds[h] = self.holds.get(h, 0) + 1
+        elif self.kind == "sem":
+            self.holds[h] = self.holds.get(h, 0) + want
+        else:
+            r, w = self.holds.get(h, (0, 0))
+            self.holds[h] = (r + 1, w) if want == "READ" else (r, w + 1)
+
+    def acquire(self, h, rid, want):
+        """'now' (granted at once) or 'queued'."""
+        fresh = h not in self.holds
+        if (not self.queue or not fresh) and self.grantable(h, want):
+            self.take(h, want)
+            return "now"
+        self.queue.append((h, rid, want))
+        return "queued"
+
+    def release(self, h):
+        if self.kind == "lock":
+            self.holds[h] -= 1
+            if not self.holds[h]:
+                del self.holds[h]
+        elif self.kind == "sem":
+            del self.holds[h]
+        else:
+            r, w = self.holds[h]
+            r, w = (r, w - 1) if w else (r - 1, w)
+            if r or w:
+                self.holds[h] = (r, w)
+            else:
+                del self.holds[h]
+        return self.serve()
+
+    def cancel(self, h, rid):
+        for i, q in enumerate(self.queue):
+            if q[:2] == (h, rid):
+                del self.queue[i]
+                return 1, self.serve()
+        return 0, []
+
+    def serve(self):
+        """The grants a change makes: (holder, rid), in order."""
+        out = []
+        while self.queue:
+            h, rid, want = self.queue[0]
+            if not self.grantable(h, want):
+                break
+            self.take(h, want)
+            self.queue.pop(0)
+            out.append((h, rid))
+        return out
+
+
+def command(kind, h, want, rid=None, block=True):
+    base = {
+        "lock": ["LOCK.ACQUIRE", "m", h, 60000],
+        "sem": ["SEM.ACQUIRE", "m", h, LIMIT, 60000, "PERMITS", want],
+        "rw": ["RWLOCK.ACQUIRE", "m", h, want, 60000],
+    }[kind]
+    wait = ["BLOCK", 60000, "MAILBOX", f"mb:{h}"] if block else []
+    return [*base, *wait, "ID", rid]
+
+
+def release(kind, h, holds):
+    if kind == "lock":
+        return ["LOCK.RELEASE", "m", h]
+    if kind == "sem":
+        return ["SEM.RELEASE", "m", h]
+    return ["RWLOCK.RELEASE", "m", h, "WRITE" if holds[1] else "READ"]
+
+
+@pytest.mark.parametrize("kind", ["lock", "sem", "rw"])
+def test_queues_follow_the_model(server, r, kind):
+    rng = random.Random(f"serving-{kind}")
+    conns = {h: server.client() for h in HOLDERS}
+    model = Model(kind)
+    queued = {}  # holder -> its queued rid
+    fences = {}  # holder -> the fence of its hold (lock, rw)
+    top = 0
+    n = 0
+
+    def check_fence(h, value, fresh):
+        nonlocal top
+        if kind == "sem":
+            assert value == model.holds[h], (h, value, model.holds)
+        elif fresh:
+            assert value > top, f"fence {value} after {top}"
+            top = fences[h] = value
+        else:
+            assert value == fences[h]
+
+    def mailed(grants):
+        """Each mailbox holds exactly the grants the model made, in order
+        (fences are checked in the order of the grants)."""
+        got = {}
+        for h in HOLDERS:
+            got[h] = [e.decode().split(" ") for e in r.lrange(f"mb:{h}", 0, -1)]
+            r.delete(f"mb:{h}")
+            want = [rid for g, rid in grants if g == h]
+            assert [g[0] for g in got[h]] == want, (h, got[h], want, model.queue)
+        for h, rid in grants:
+            _, value = got[h].pop(0)
+            del queued[h]
+            check_fence(h, int(value), True)
+
+    def same_holds():
+        """The server's holders and counts are the model's."""
+        raw = r.execute_command({"lock": "LOCK.INFO", "sem": "SEM.INFO", "rw": "RWLOCK.INFO"}[kind], "m")
+        d = {raw[i]: raw[i + 1] for i in range(0, len(raw or []), 2)}
+        if kind == "lock":
+            seen = {d[b"holder"].decode(): d[b"count"]} if d else {}
+        else:
+            hs = d.get(b"holders", [])
+            seen = {hs[i].decode(): hs[i + 1] for i in range(0, len(hs), 2)}
+            seen = {h: v[0] if kind == "sem" else (v[0], v[1]) for h, v in seen.items()}
+        assert seen == model.holds, (seen, model.holds, model.queue)
+
+    for step in range(STEPS):
+        h = rng.choice(HOLDERS)
+        c = conns[h]
+        n += 1
+        rid = f"s{step}"
+        if h in queued:
+            if rng.random() < 0.3:
+                expect, grants = model.cancel(h, queued[h])
+                assert c.execute_command("LOCK.CANCEL", "m", h, queued[h]) == expect
+                del queued[h]
+                mailed(grants)
+            continue
+        held = model.holds.get(h)
+        if held is None or rng.random() < 0.25:
+            # An acquire, or a reentry (a reader's READ, a writer's WRITE;
+            # no semaphore reentry or upgrade: their rules are their own tests').
+            if held is not None and kind == "sem":
+                continue
+            if kind == "rw":
+                want = ("WRITE" if held[1] else "READ") if held else rng.choice(["READ", "WRITE"])
+            else:
+                want = rng.randint(1, LIMIT) if kind == "sem" else 1
+            fresh = held is None
+            got = c.execute_command(*command(kind, h, want, rid))
+            if model.acquire(h, rid, want) == "now":
+                check_fence(h, got, fresh)
+            else:
+                assert got == b"WAITING", (kind, h, want, got, model.holds, model.queue)
+                queued[h] = rid
+        else:
+            grants = model.release(h)
+            c.execute_command(*release(kind, h, held), "ID", rid)
+            mailed(grants)
+        if step % 50 == 0:
+            assert r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue)
+            same_holds()
+    assert n == STEPS
+    # Everything the model says is held, the server says too.
+    grants = []
+    for h in list(queued):
+        expect, g = model.cancel(h, queued[h])
+        assert conns[h].execute_command("LOCK.CANCEL", "m", h, queued[h]) == expect
+        grants += g
+    for c in conns.values():
+        c.close()
+
+
+class MultiModel:
+    """Locks on three keys, taken one at a time or two at once
+    (`LOCK.MACQUIRE`): a request is granted when each of its keys is free
+    and no request queued before it wants any of them."""
+
+    KEYS = ["{m}0", "{m}1", "{m}2"]
+
+    def __init__(self):
+        self.owner = {}
+        self.queue = []
+
+    def first_free(self, i, keys):
+        earlier = {k for _, _, ks in self.queue[:i] for k in ks}
+        return not any(k in self.owner or k in earlier for k in keys)
+
+    def acquire(self, h, rid, keys):
+        if self.first_free(len(self.queue), keys):
+            self.owner.update({k: h for k in keys})
+            return "now"
+        self.queue.append((h, rid, keys))
+        return "queued"
+
+    def serve(self):
+        out = []
+        while True:
+            for i, (h, rid, keys) in enumerate(self.queue):
+                if self.first_free(i, keys):
+                    self.owner.update({k: h for k in keys})
+                    del self.queue[i]
+                    out.append((h, rid))
+                    break
+            else:
+                return out
+
+    def release(self, h):
+        for k in [k for k, o in self.owner.items() if o == h]:
+            del self.owner[k]
+        return self.serve()
+
+    def cancel(self, h, rid):
+        for i, q in enumerate(self.queue):
+            if q[:2] == (h, rid):
+                del self.queue[i]
+                return 1, self.serve()
+        return 0, []
+
+
+def test_multi_key_queues_follow_the_model(server, r):
+    rng = random.Random("serving-multi")
+    conns = {h: server.client() for h in HOLDERS}
+    model = MultiModel()
+    queued, mine = {}, {}  # holder -> its queued rid; holder -> the keys it asked for
+    top = 0
+
+    def fences_of(value, keys):
+        fs = [int(f) for f in value.split(",")] if isinstance(value, str) else list(value)
+        assert len(fs) == len(keys) and fs == sorted(set(fs)), (keys, fs)
+        return fs
+
+    def mailed(grants):
+        nonlocal top
+        floor, seen = top, []
+        for h in HOLDERS:
+            got = [e.decode().split(" ") for e in r.lrange(f"{{m}}mb:{h}", 0, -1)]
+            r.delete(f"{{m}}mb:{h}")
+            assert [g[0] for g in got] == [rid for g, rid in grants if g == h], (h, got, model.queue)
+            for _, value in got:
+                del queued[h]
+                seen += fences_of(value, mine[h])
+        # Fences are new, whatever order the grants of one pass took.
+        assert all(f > floor for f in seen) and len(set(seen)) == len(seen)
+        top = max([top, *seen])
+
+    for step in range(STEPS):
+        h = rng.choice(HOLDERS)
+        c = conns[h]
+        rid = f"s{step}"
+        if h in queued:
+            if rng.random() < 0.3:
+                expect, grants = model.cancel(h, queued[h])
+                assert c.execute_command("LOCK.CANCEL", mine[h][0], h, queued[h]) == expect
+                del queued[h]
+                mailed(grants)
+            continue
+        if h in model.owner.values():
+            keys = mine[h]
+            grants = model.release(h)
+            if len(keys) == 1:
+                assert c.execute_command("LOCK.RELEASE", keys[0], h, "ID", rid) == 0
+            else:
+                assert c.execute_command("LOCK.MRELEASE", 2, *keys, h, "ID", rid) == [0, 0]
+            mailed(grants)
+            continue
+        keys = sorted(rng.sample(MultiModel.KEYS, rng.choice([1, 2])))
+        mine[h] = keys
+        wait = ["BLOCK", 60000, "MAILBOX", f"{{m}}mb:{h}", "ID", rid]
+        if len(keys) == 1:
+            got = c.execute_command("LOCK.ACQUIRE", keys[0], h, 60000, *wait)
+        else:
+            got = c.execute_command("LOCK.MACQUIRE", 2, *keys, h, 60000, *wait)
+        if model.acquire(h, rid, keys) == "now":
+            fs = fences_of([got] if len(keys) == 1 else got, keys)
+            assert fs[0] > top
+            top = fs[-1]
+        else:
+            assert got == b"WAITING", (h, keys, got, model.owner, model.queue)
+            queued[h] = rid
+        if step % 50 == 0:
+            assert r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue)
+            held = {k: r.execute_command("LOCK.INFO", k) for k in MultiModel.KEYS}
+            held = {k: dict(zip(v[::2], v[1::2]))[b"holder"].decode() for k, v in held.items() if v}
+            assert held == model.owner, (held, model.owner, model.queue)
+    for c in conns.values():
+        c.close()
