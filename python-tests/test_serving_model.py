@@ -3,7 +3,7 @@
 Five holders, each on a connection of its own with a mailbox of its own,
 take turns at random on one key of each kind: acquire (granted at once or
 queued with `BLOCK ... MAILBOX`), reenter, release, cancel a queued
-request. A plain-Python model says what each command answers and what
+request or close the connection it was queued on. A plain-Python model says what each command answers and what
 each release or cancel must mail to whom, in which order: first come,
 first served, no newcomer past a queue, consecutive readers together, a
 semaphore request never overtaken, the holder's own requests granted in
@@ -13,6 +13,8 @@ every step, and fences only grow."""
 import random
 
 import pytest
+
+from conftest import wait_for
 
 HOLDERS = ["h0", "h1", "h2", "h3", "h4"]
 LIMIT = 3
@@ -163,7 +165,17 @@ def test_queues_follow_the_model(server, r, kind):
         n += 1
         rid = f"s{step}"
         if h in queued:
-            if rng.random() < 0.3:
+            if rng.random() < 0.1:
+                # Its connection closes: the request leaves the queue with
+                # it (the hold stays: no KEEP here), whoever was behind it
+                # is served, and the holder goes on on a new connection.
+                expect, grants = model.cancel(h, queued[h])
+                c.close()
+                conns[h] = server.client()
+                del queued[h]
+                assert wait_for(lambda: r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue))
+                mailed(grants)
+            elif rng.random() < 0.3:
                 expect, grants = model.cancel(h, queued[h])
                 assert c.execute_command("LOCK.CANCEL", "m", h, queued[h]) == expect
                 del queued[h]
