@@ -108,6 +108,39 @@ def test_a_hold_whose_binding_ended_is_told_lost_when_its_lease_runs_out(server,
     assert not r.exists("k")
 
 
+@pytest.mark.parametrize("kind", ["sem", "rw"])
+def test_a_holders_lease_that_runs_out_in_a_key_that_stays_is_told_lost(server, r, kind):
+    """A semaphore's or read-write lock's other holders keep the key: the
+    lease of a holder whose binding ended runs out without the key going,
+    and its loss is told then (not when the key goes, later). A plain
+    extend before that moves the moment; a release tells nothing."""
+    take = {"sem": ["SEM.ACQUIRE", "k", "{h}", 5, "{ttl}", "PERMITS", 1],
+            "rw": ["RWLOCK.ACQUIRE", "k", "{h}", "READ", "{ttl}"]}[kind]
+    name = {"sem": "SEM", "rw": "RWLOCK"}[kind]
+
+    def cmd(h, ttl):
+        return [h if a == "{h}" else ttl if a == "{ttl}" else a for a in take]
+
+    r.execute_command(*cmd("other", 60000))
+    for h in ("a", "b", "c"):
+        c = server.client()
+        c.execute_command(*cmd(h, 400), "BLOCK", 100, "MAILBOX", "mb", "KEEP", "ID", f"id-{h}")
+        c.close()
+    # b extends without KEEP before its lease ends (another 1.5 s); c releases.
+    time.sleep(0.1)
+    r.execute_command(f"{name}.EXTEND", "k", "b", 1500)
+    r.execute_command(f"{name}.RELEASE", "k", "c", *(["READ"] if kind == "rw" else []))
+    start = time.time()
+    assert mailed(server, timeout=5) == ["id-a -LOST removed"]
+    assert time.time() - start < 1.0
+    assert mailed(server, timeout=5) == ["id-b -LOST removed"]
+    assert time.time() - start > 0.8, "told when its extended lease ran out"
+    assert r.exists("k") and not r.exists("mb")
+    r.delete("k")
+    time.sleep(0.2)
+    assert not r.exists("mb"), "nothing told twice"
+
+
 def test_releases_rebinds_and_plain_holds_tell_nothing(server, r):
     c = server.client()
     c.execute_command("LOCK.ACQUIRE", "k", "a", 10000, "BLOCK", 100, "MAILBOX", "mb", "KEEP", "ID", "1")

@@ -3,7 +3,8 @@
 Five holders, each on a connection of its own with a mailbox of its own,
 take turns at random on one key of each kind: acquire (granted at once or
 queued with `BLOCK ... MAILBOX`), reenter, release, cancel a queued
-request or close the connection it was queued on. A plain-Python model says what each command answers and what
+request or close the connection it was queued on (or, with `KEEP`, the
+one its hold is bound to). A plain-Python model says what each command answers and what
 each release or cancel must mail to whom, in which order: first come,
 first served, no newcomer past a queue, consecutive readers together, a
 semaphore request never overtaken, the holder's own requests granted in
@@ -82,6 +83,11 @@ class Model:
                 return 1, self.serve()
         return 0, []
 
+    def gone(self, h):
+        """h's lease ran out: all it held is free."""
+        del self.holds[h]
+        return self.serve()
+
     def serve(self):
         """The grants a change makes: (holder, rid), in order."""
         out = []
@@ -95,14 +101,18 @@ class Model:
         return out
 
 
-def command(kind, h, want, rid=None, block=True):
+#: The ttl of a `KEEP` hold: kept while its connection lives, then run out.
+KEPT_TTL = 400
+
+
+def command(kind, h, want, rid, keep):
+    ttl = KEPT_TTL if keep else 60000
     base = {
-        "lock": ["LOCK.ACQUIRE", "m", h, 60000],
-        "sem": ["SEM.ACQUIRE", "m", h, LIMIT, 60000, "PERMITS", want],
-        "rw": ["RWLOCK.ACQUIRE", "m", h, want, 60000],
+        "lock": ["LOCK.ACQUIRE", "m", h, ttl],
+        "sem": ["SEM.ACQUIRE", "m", h, LIMIT, ttl, "PERMITS", want],
+        "rw": ["RWLOCK.ACQUIRE", "m", h, want, ttl],
     }[kind]
-    wait = ["BLOCK", 60000, "MAILBOX", f"mb:{h}"] if block else []
-    return [*base, *wait, "ID", rid]
+    return [*base, "BLOCK", 60000, "MAILBOX", f"mb:{h}", *(["KEEP"] if keep else []), "ID", rid]
 
 
 def release(kind, h, holds):
@@ -113,9 +123,14 @@ def release(kind, h, holds):
     return ["RWLOCK.RELEASE", "m", h, "WRITE" if holds[1] else "READ"]
 
 
-@pytest.mark.parametrize("kind", ["lock", "sem", "rw"])
-def test_queues_follow_the_model(server, r, kind):
-    rng = random.Random(f"serving-{kind}")
+@pytest.mark.parametrize("kind,keep", [("lock", False), ("sem", False), ("rw", False),
+                                       ("lock", True), ("sem", True), ("rw", True)])
+def test_queues_follow_the_model(server, r, kind, keep):
+    """With `keep`, every hold is bound to its connection (`KEEP`), and
+    now and then a holder's connection closes while it holds: its lease
+    runs out a ttl later, whoever waits is served, and its mailbox says
+    `-LOST`."""
+    rng = random.Random(f"serving-{kind}-{keep}")
     conns = {h: server.client() for h in HOLDERS}
     model = Model(kind)
     queued = {}  # holder -> its queued rid
@@ -133,13 +148,17 @@ def test_queues_follow_the_model(server, r, kind):
         else:
             assert value == fences[h]
 
-    def mailed(grants):
+    def mailed(grants, lost=None):
         """Each mailbox holds exactly the grants the model made, in order
-        (fences are checked in the order of the grants)."""
+        (fences are checked in the order of the grants), and `lost`'s a
+        `-LOST` too."""
         got = {}
         for h in HOLDERS:
-            got[h] = [e.decode().split(" ") for e in r.lrange(f"mb:{h}", 0, -1)]
+            got[h] = [e.decode().split(" ", 1) for e in r.lrange(f"mb:{h}", 0, -1)]
             r.delete(f"mb:{h}")
+            losses = [g for g in got[h] if g[1].startswith("-LOST")]
+            assert len(losses) == (h == lost), (h, got[h])
+            got[h] = [g for g in got[h] if g not in losses]
             want = [rid for g, rid in grants if g == h]
             assert [g[0] for g in got[h]] == want, (h, got[h], want, model.queue)
         for h, rid in grants:
@@ -147,8 +166,7 @@ def test_queues_follow_the_model(server, r, kind):
             del queued[h]
             check_fence(h, int(value), True)
 
-    def same_holds():
-        """The server's holders and counts are the model's."""
+    def holds_now():
         raw = r.execute_command({"lock": "LOCK.INFO", "sem": "SEM.INFO", "rw": "RWLOCK.INFO"}[kind], "m")
         d = {raw[i]: raw[i + 1] for i in range(0, len(raw or []), 2)}
         if kind == "lock":
@@ -157,9 +175,14 @@ def test_queues_follow_the_model(server, r, kind):
             hs = d.get(b"holders", [])
             seen = {hs[i].decode(): hs[i + 1] for i in range(0, len(hs), 2)}
             seen = {h: v[0] if kind == "sem" else (v[0], v[1]) for h, v in seen.items()}
-        assert seen == model.holds, (seen, model.holds, model.queue)
+        return seen
 
-    for step in range(STEPS):
+    def same_holds():
+        """The server's holders and counts are the model's."""
+        assert holds_now() == model.holds, (holds_now(), model.holds, model.queue)
+
+    steps = STEPS // 3 if keep else STEPS  # (each loss waits out a lease)
+    for step in range(steps):
         h = rng.choice(HOLDERS)
         c = conns[h]
         n += 1
@@ -182,6 +205,16 @@ def test_queues_follow_the_model(server, r, kind):
                 mailed(grants)
             continue
         held = model.holds.get(h)
+        if keep and held is not None and rng.random() < 0.05:
+            c.close()
+            conns[h] = server.client()
+            assert wait_for(lambda: h not in holds_now(), timeout=10), (h, holds_now())
+            grants = model.gone(h)
+            # The lease's end is served and the loss told by timers, soon.
+            assert wait_for(lambda: r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue)
+                            and any(b" -LOST " in e for e in r.lrange(f"mb:{h}", 0, -1))), (h, model.queue)
+            mailed(grants, lost=h)
+            continue
         if held is None or rng.random() < 0.25:
             # An acquire, or a reentry (a reader's READ, a writer's WRITE;
             # no semaphore reentry or upgrade: their rules are their own tests').
@@ -192,7 +225,7 @@ def test_queues_follow_the_model(server, r, kind):
             else:
                 want = rng.randint(1, LIMIT) if kind == "sem" else 1
             fresh = held is None
-            got = c.execute_command(*command(kind, h, want, rid))
+            got = c.execute_command(*command(kind, h, want, rid, keep))
             if model.acquire(h, rid, want) == "now":
                 check_fence(h, got, fresh)
             else:
@@ -205,7 +238,7 @@ def test_queues_follow_the_model(server, r, kind):
         if step % 50 == 0:
             assert r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue)
             same_holds()
-    assert n == STEPS
+    assert n == steps
     # Everything the model says is held, the server says too.
     grants = []
     for h in list(queued):

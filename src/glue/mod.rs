@@ -66,7 +66,7 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     waiting::init(ctx);
-    keep::init(ctx, kinds::thaw);
+    keep::init(ctx, (kinds::thaw, kinds::lease_end));
     requests::init(ctx);
     events::subscribe(ctx);
     eviction::init(ctx);

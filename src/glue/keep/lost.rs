@@ -10,24 +10,118 @@
 //! silent) the hold runs out one ttl later unless bound again: such holds
 //! are remembered here, by key, until bound again, released, or gone.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::raw::c_void;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
+use redis_module::{raw, Context, RedisString};
+
 use crate::core::hash::Map;
-use crate::glue::blocking::Reply;
+use crate::glue::blocking::{self, OneShot, Reply};
 use crate::glue::mailbox::{self, Mail};
+use crate::glue::server::now_ms;
 
 use super::bound::KeyAt;
 
 /// Holds whose binding ended, by key: holder and mailbox.
 type Unbound = Map<KeyAt, Vec<(Box<[u8]>, Rc<Mail>)>>;
 
+/// When the holder's lease at a key (in the selected database) ends; None:
+/// it holds nothing there. Each kind's, from above (`kinds::lease_end`).
+pub type LeaseEnd = fn(&Context, &RedisString, &[u8]) -> Option<i64>;
+
+/// Unbound holds by when their lease ends, earliest first.
+type Due = BinaryHeap<Reverse<(i64, KeyAt, Box<[u8]>)>>;
+
+/// Unbound holds looked at per timer turn.
+const BATCH: usize = 1000;
+
 thread_local! {
     /// The mailbox a binding made now reports its loss to: set around a
     /// command or a grant that named one.
     static LOSSES_TO: RefCell<Option<Rc<Mail>>> = const { RefCell::new(None) };
     static UNBOUND: RefCell<Unbound> = RefCell::new(Map::default());
+    /// A hold's lease can run out in a key that stays (a semaphore's or a
+    /// read-write lock's other holders keep it): nothing removes a key
+    /// then, so each unbound hold is looked at when its lease ends.
+    static DUE: RefCell<Due> = const { RefCell::new(BinaryHeap::new()) };
+    static TIMER: OneShot = const { OneShot::new() };
+    static LEASE_END: Cell<Option<LeaseEnd>> = const { Cell::new(None) };
+}
+
+pub fn init(ctx: &Context, lease_end: LeaseEnd) {
+    TIMER.with(|t| t.init(ctx, fire));
+    LEASE_END.set(Some(lease_end));
+}
+
+/// The unbound hold of `holder` on `key` was given a lease ending `at`:
+/// if it is still unbound then, and its lease over, its loss is told.
+pub fn due(key: KeyAt, holder: &[u8], at: i64) {
+    DUE.with(|d| d.borrow_mut().push(Reverse((at, key, holder.into()))));
+    TIMER.with(|t| t.arm(at));
+}
+
+unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    TIMER.with(|t| t.fired());
+    let ctx = Context::new(ctx);
+    crate::glue::guard::call((), || look(&ctx));
+}
+
+/// Tells the losses of unbound holds whose lease ended; a lease that was
+/// moved (a plain extend) is looked at again when it ends.
+fn look(ctx: &Context) {
+    let Some(lease_end) = LEASE_END.get() else {
+        return;
+    };
+    if !blocking::is_master(ctx) {
+        return DUE.with(|d| d.borrow_mut().clear());
+    }
+    let now = now_ms();
+    for _ in 0..BATCH {
+        let next = DUE.with(|d| {
+            let mut d = d.borrow_mut();
+            d.peek()
+                .is_some_and(|Reverse((at, _, _))| *at <= now)
+                .then(|| d.pop())
+                .flatten()
+        });
+        let Some(Reverse((_, key, holder))) = next else {
+            break;
+        };
+        if !is_unbound(&key, &holder) {
+            continue; // bound again, released, or told already
+        }
+        let end = blocking::in_db(ctx, key.0, || {
+            lease_end(
+                ctx,
+                &RedisString::create_from_slice(ctx.ctx, &key.1),
+                &holder,
+            )
+        });
+        match end {
+            Some(at) if at > now => due(key, &holder, at),
+            _ => {
+                if let Some(mail) = holder_gone(&key, &holder) {
+                    tell([mail], "removed");
+                }
+            }
+        }
+    }
+    if let Some(at) = DUE.with(|d| d.borrow().peek().map(|Reverse((at, _, _))| *at)) {
+        TIMER.with(|t| t.arm(at.max(now)));
+    }
+}
+
+fn is_unbound(key: &KeyAt, holder: &[u8]) -> bool {
+    UNBOUND.with(|u| {
+        u.try_borrow()
+            .ok()
+            .and_then(|u| u.get(key).map(|hs| hs.iter().any(|(h, _)| **h == *holder)))
+            .unwrap_or(false)
+    })
 }
 
 /// Whether LOSSES_TO is set, in a plain static: every acquire granted at
@@ -94,20 +188,23 @@ pub fn unbound(key: KeyAt, holder: &[u8], mail: Rc<Mail>) {
 
 /// The holder's hold on `key` is bound again or released: nothing to tell.
 pub fn settled(key: &KeyAt, holder: &[u8]) {
+    holder_gone(key, holder);
+}
+
+/// The holder's hold on `key` ended on its own (its lease ran out in a key
+/// that stays, as a semaphore's or a read-write lock's other holders keep
+/// it): the mailbox to tell, if its binding had ended with one.
+pub fn holder_gone(key: &KeyAt, holder: &[u8]) -> Option<Rc<Mail>> {
     UNBOUND.with(|u| {
-        let Ok(mut u) = u.try_borrow_mut() else {
-            return;
-        };
-        if u.is_empty() {
-            return;
+        let mut u = u.try_borrow_mut().ok()?;
+        let holds = u.get_mut(key)?;
+        let at = holds.iter().position(|(h, _)| **h == *holder)?;
+        let (_, mail) = holds.swap_remove(at);
+        if holds.is_empty() {
+            u.remove(key);
         }
-        if let Some(holds) = u.get_mut(key) {
-            holds.retain(|(h, _)| **h != *holder);
-            if holds.is_empty() {
-                u.remove(key);
-            }
-        }
-    });
+        Some(mail)
+    })
 }
 
 /// The key went: the holds on it that had lost their binding are lost.
@@ -142,4 +239,5 @@ pub fn keys_gone(mut gone: impl FnMut(&KeyAt) -> bool) -> Vec<Rc<Mail>> {
 /// This server became a replica: it tells nothing any more.
 pub fn clear() {
     UNBOUND.with(|u| u.borrow_mut().clear());
+    DUE.with(|d| d.borrow_mut().clear());
 }

@@ -30,12 +30,14 @@ use bound::{How, KeyAt, Lease, BOUND};
 pub use bound::{any_bound, held_at, Renew};
 pub use first::{binding_first, grant_bound, write_at};
 pub use lost::losses_to;
+pub use lost::LeaseEnd;
 pub use thaw::Thaw;
 
-pub fn init(ctx: &Context, thaw: Thaw) {
+pub fn init(ctx: &Context, (thaw, lease_end): (Thaw, LeaseEnd)) {
     super::timer::on_gone(removed);
     unbind::init(ctx);
     thaw::init(ctx, thaw);
+    lost::init(ctx, lease_end);
 }
 
 /// The connection a `KEEP` binds to; None without `KEEP`. A script has no
@@ -241,6 +243,19 @@ pub fn removed(db: i32, name: &[u8], on_purpose: bool) {
     // Checked before the key's name is copied: most servers bind nothing.
     if any_bound() || lost::any() {
         end(Gone::Key((db, name.into()), on_purpose));
+    }
+}
+
+/// A holder's lease ran out in a key that stays (a semaphore or a
+/// read-write lock with other holders): a hold whose binding had ended
+/// with a mailbox is lost, told as when its key goes.
+pub fn holder_expired(ctx: &Context, name: &[u8], holder: &[u8]) {
+    if !lost::any() {
+        return;
+    }
+    let key: KeyAt = (super::blocking::selected_db(ctx), name.into());
+    if let Some(mail) = lost::holder_gone(&key, holder) {
+        lost::tell([mail], "removed");
     }
 }
 

@@ -191,6 +191,15 @@ fn end_bindings(ctx: &Context) {
         });
         if done.is_ok() {
             bump(&info::KEEP_RENEWALS);
+            if e.how.mail.is_some() {
+                // Its loss is told when that ttl runs out (a key that
+                // stays, a semaphore's, tells no one by going).
+                super::lost::due(
+                    (e.lease.db, e.lease.key.clone()),
+                    &e.lease.holder,
+                    now + e.ttl,
+                );
+            }
         }
     }
     if BOUND.with(|b| !b.borrow().is_empty()) {

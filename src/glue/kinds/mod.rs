@@ -29,6 +29,9 @@ pub trait Kind: Value {
     /// Each lease held far away (`core::keep::KEPT_BASE`) with the ttl it
     /// was kept for, given the key's expiry.
     fn kept(&self, key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)>;
+    /// When the holder's lease ends (None: it holds nothing here), given
+    /// the key's expiry.
+    fn lease_end(&self, holder: &[u8], key_expire: Option<i64>) -> Option<i64>;
 }
 
 /// Each lease at `name` held far away (`core::keep::KEPT_BASE`) with no
@@ -56,4 +59,21 @@ pub fn thaw(ctx: &Context, name: &RedisString, now: i64) {
             let _ = renew(ctx, name, &holder, ttl, None, now);
         }
     }
+}
+
+/// When the holder's lease at `name` ends (None: it holds nothing there):
+/// how `keep` learns that a hold whose binding ended has run out in a key
+/// that stays (`keep::lost`).
+pub fn lease_end(ctx: &Context, name: &RedisString, holder: &[u8]) -> Option<i64> {
+    let mut key = Key::read(ctx, name);
+    let expire = key.expire_at();
+    macro_rules! find {
+        ($($t:ty),*) => {
+            $( if let Ok(Some(v)) = key.value::<$t>() {
+                return v.lease_end(holder, expire);
+            } )*
+        };
+    }
+    with_kinds!(find);
+    None
 }

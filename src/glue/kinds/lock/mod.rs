@@ -302,4 +302,8 @@ impl super::Kind for Lock {
             .into_iter()
             .collect()
     }
+
+    fn lease_end(&self, holder: &[u8], key_expire: Option<i64>) -> Option<i64> {
+        (*self.holder == *holder).then_some(key_expire.unwrap_or(i64::MAX))
+    }
 }

@@ -49,6 +49,10 @@ impl Leased for RwLock {
         state::rw_set(ctx, name, e);
     }
 
+    fn holder<'e>(e: &'e Effect<'_>) -> &'e [u8] {
+        &e.holder
+    }
+
     fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
         let holds = e.reads > 0 || e.writes > 0;
         holds.then_some((&*e.holder, Some(e.fence), &mut e.deadline_ms))
@@ -288,5 +292,16 @@ impl super::Kind for RwLock {
     const RENEW: keep::Renew = renew;
     fn kept(&self, _key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
         crate::core::keep::kept_of(self.holders().map(|(h, e)| (h, e.deadline_ms)))
+    }
+
+    fn lease_end(&self, holder: &[u8], _key_expire: Option<i64>) -> Option<i64> {
+        // (0: a lease without an end, as an effect may write it.)
+        self.holder(holder).map(|e| {
+            if e.deadline_ms > 0 {
+                e.deadline_ms
+            } else {
+                i64::MAX
+            }
+        })
     }
 }

@@ -46,6 +46,10 @@ impl Leased for Semaphore {
         state::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
     }
 
+    fn holder<'e>(e: &'e Effect<'_>) -> &'e [u8] {
+        &e.holder
+    }
+
     fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
         (e.permits > 0).then_some((&*e.holder, None, &mut e.deadline_ms))
     }
@@ -268,5 +272,16 @@ impl super::Kind for Semaphore {
     const RENEW: keep::Renew = renew;
     fn kept(&self, _key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
         crate::core::keep::kept_of(self.holders().map(|(h, e)| (h, e.deadline_ms)))
+    }
+
+    fn lease_end(&self, holder: &[u8], _key_expire: Option<i64>) -> Option<i64> {
+        // (0: a lease without an end, as an effect may write it.)
+        self.holder(holder).map(|e| {
+            if e.deadline_ms > 0 {
+                e.deadline_ms
+            } else {
+                i64::MAX
+            }
+        })
     }
 }
