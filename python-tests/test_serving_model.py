@@ -3,8 +3,9 @@
 Five holders, each on a connection of its own with a mailbox of its own,
 take turns at random on one key of each kind: acquire (granted at once or
 queued with `BLOCK ... MAILBOX`), reenter, release, cancel a queued
-request or close the connection it was queued on (or, with `KEEP`, the
-one its hold is bound to). A plain-Python model says what each command answers and what
+request, send a request again (queued: it keeps its place; granted: the
+same reply) or close the connection it was queued on (or, with `KEEP`,
+the one its hold is bound to). A plain-Python model says what each command answers and what
 each release or cancel must mail to whom, in which order: first come,
 first served, no newcomer past a queue, consecutive readers together, a
 semaphore request never overtaken, the holder's own requests granted in
@@ -134,6 +135,8 @@ def test_queues_follow_the_model(server, r, kind, keep):
     conns = {h: server.client() for h in HOLDERS}
     model = Model(kind)
     queued = {}  # holder -> its queued rid
+    sent = {}  # holder -> its latest acquire, as sent
+    answered = {}  # holder -> the reply its latest acquire was granted with
     fences = {}  # holder -> the fence of its hold (lock, rw)
     top = 0
     n = 0
@@ -165,6 +168,7 @@ def test_queues_follow_the_model(server, r, kind, keep):
             _, value = got[h].pop(0)
             del queued[h]
             check_fence(h, int(value), True)
+            answered[h] = int(value)
 
     def holds_now():
         raw = r.execute_command({"lock": "LOCK.INFO", "sem": "SEM.INFO", "rw": "RWLOCK.INFO"}[kind], "m")
@@ -188,7 +192,15 @@ def test_queues_follow_the_model(server, r, kind, keep):
         n += 1
         rid = f"s{step}"
         if h in queued:
-            if rng.random() < 0.1:
+            if rng.random() < 0.15:
+                # Sent again on a new connection (a client that reconnected):
+                # the request keeps its place and moves there, so the old
+                # connection's closing leaves it queued.
+                new = server.client()
+                assert new.execute_command(*sent[h]) == b"WAITING"
+                c.close()
+                conns[h] = new
+            elif rng.random() < 0.1:
                 # Its connection closes: the request leaves the queue with
                 # it (the hold stays: no KEEP here), whoever was behind it
                 # is served, and the holder goes on on a new connection.
@@ -205,7 +217,13 @@ def test_queues_follow_the_model(server, r, kind, keep):
                 mailed(grants)
             continue
         held = model.holds.get(h)
+        if h in answered and rng.random() < 0.1:
+            # Its latest acquire sent again, held or released since: the
+            # reply it was granted with, and nothing changes.
+            assert c.execute_command(*sent[h]) == answered[h], (h, sent[h])
+            continue
         if keep and held is not None and rng.random() < 0.05:
+            answered.pop(h, None)  # (its ids' memory is not this test's)
             c.close()
             conns[h] = server.client()
             assert wait_for(lambda: h not in holds_now(), timeout=10), (h, holds_now())
@@ -225,9 +243,12 @@ def test_queues_follow_the_model(server, r, kind, keep):
             else:
                 want = rng.randint(1, LIMIT) if kind == "sem" else 1
             fresh = held is None
-            got = c.execute_command(*command(kind, h, want, rid, keep))
+            sent[h] = command(kind, h, want, rid, keep)
+            answered.pop(h, None)
+            got = c.execute_command(*sent[h])
             if model.acquire(h, rid, want) == "now":
                 check_fence(h, got, fresh)
+                answered[h] = got
             else:
                 assert got == b"WAITING", (kind, h, want, got, model.holds, model.queue)
                 queued[h] = rid
