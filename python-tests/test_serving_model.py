@@ -317,24 +317,34 @@ class MultiModel:
         return 0, []
 
 
-def test_multi_key_queues_follow_the_model(server, r):
-    rng = random.Random("serving-multi")
+@pytest.mark.parametrize("keep", [False, True])
+def test_multi_key_queues_follow_the_model(server, r, keep):
+    """With `keep`, now and then a holder's connection closes while it
+    holds: each of its keys runs out a ttl later and is told lost."""
+    rng = random.Random(f"serving-multi-{keep}")
     conns = {h: server.client() for h in HOLDERS}
     model = MultiModel()
     queued, mine = {}, {}  # holder -> its queued rid; holder -> the keys it asked for
     top = 0
+
+    def holder_of(k):
+        v = r.execute_command("LOCK.INFO", k)
+        return dict(zip(v[::2], v[1::2]))[b"holder"].decode() if v else None
 
     def fences_of(value, keys):
         fs = [int(f) for f in value.split(",")] if isinstance(value, str) else list(value)
         assert len(fs) == len(keys) and fs == sorted(set(fs)), (keys, fs)
         return fs
 
-    def mailed(grants):
+    def mailed(grants, lost=(None, 0)):
         nonlocal top
         floor, seen = top, []
         for h in HOLDERS:
-            got = [e.decode().split(" ") for e in r.lrange(f"{{m}}mb:{h}", 0, -1)]
+            got = [e.decode().split(" ", 1) for e in r.lrange(f"{{m}}mb:{h}", 0, -1)]
             r.delete(f"{{m}}mb:{h}")
+            losses = [g for g in got if g[1].startswith("-LOST")]
+            assert len(losses) == (lost[1] if h == lost[0] else 0), (h, got)
+            got = [g for g in got if g not in losses]
             assert [g[0] for g in got] == [rid for g, rid in grants if g == h], (h, got, model.queue)
             for _, value in got:
                 del queued[h]
@@ -343,7 +353,8 @@ def test_multi_key_queues_follow_the_model(server, r):
         assert all(f > floor for f in seen) and len(set(seen)) == len(seen)
         top = max([top, *seen])
 
-    for step in range(STEPS):
+    ttl = KEPT_TTL if keep else 60000
+    for step in range(STEPS // 3 if keep else STEPS):
         h = rng.choice(HOLDERS)
         c = conns[h]
         rid = f"s{step}"
@@ -353,6 +364,16 @@ def test_multi_key_queues_follow_the_model(server, r):
                 assert c.execute_command("LOCK.CANCEL", mine[h][0], h, queued[h]) == expect
                 del queued[h]
                 mailed(grants)
+            continue
+        if keep and h in model.owner.values() and rng.random() < 0.05:
+            c.close()
+            conns[h] = server.client()
+            n = len(mine[h])
+            assert wait_for(lambda: not any(r.exists(k) and holder_of(k) == h for k in mine[h]), timeout=10)
+            grants = model.release(h)
+            assert wait_for(lambda: r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue)
+                            and sum(b" -LOST " in e for e in r.lrange(f"{{m}}mb:{h}", 0, -1)) == n)
+            mailed(grants, lost=(h, n))
             continue
         if h in model.owner.values():
             keys = mine[h]
@@ -365,11 +386,11 @@ def test_multi_key_queues_follow_the_model(server, r):
             continue
         keys = sorted(rng.sample(MultiModel.KEYS, rng.choice([1, 2])))
         mine[h] = keys
-        wait = ["BLOCK", 60000, "MAILBOX", f"{{m}}mb:{h}", "ID", rid]
+        wait = ["BLOCK", 60000, "MAILBOX", f"{{m}}mb:{h}", *(["KEEP"] if keep else []), "ID", rid]
         if len(keys) == 1:
-            got = c.execute_command("LOCK.ACQUIRE", keys[0], h, 60000, *wait)
+            got = c.execute_command("LOCK.ACQUIRE", keys[0], h, ttl, *wait)
         else:
-            got = c.execute_command("LOCK.MACQUIRE", 2, *keys, h, 60000, *wait)
+            got = c.execute_command("LOCK.MACQUIRE", 2, *keys, h, ttl, *wait)
         if model.acquire(h, rid, keys) == "now":
             fs = fences_of([got] if len(keys) == 1 else got, keys)
             assert fs[0] > top
