@@ -19,6 +19,25 @@ import pytest
 from conftest import wait_for
 
 HOLDERS = ["h0", "h1", "h2", "h3", "h4"]
+
+
+def replica_of(make_server, server):
+    """A replica of `server`, following it."""
+    server.client().config_set("repl-diskless-sync-delay", 0)
+    rep = make_server(extra=["--replicaof", "127.0.0.1", str(server.port)])
+    c = rep.client()
+    assert wait_for(lambda: c.info("replication")["master_link_status"] == "up", timeout=10)
+    return c
+
+
+def same_on_replica(r, rep, keys):
+    """What the master's effects made on the replica is the master's
+    state: each key's value, and the request-ids remembered."""
+    assert r.execute_command("WAIT", 1, 5000) == 1
+    for k in keys:
+        assert rep.dump(k) == r.dump(k), k
+    ids = "padlock_request_ids"
+    assert rep.info("padlock")[ids] == r.info("padlock")[ids]
 LIMIT = 3
 STEPS = 1500
 
@@ -126,12 +145,13 @@ def release(kind, h, holds):
 
 @pytest.mark.parametrize("kind,keep", [("lock", False), ("sem", False), ("rw", False),
                                        ("lock", True), ("sem", True), ("rw", True)])
-def test_queues_follow_the_model(server, r, kind, keep):
+def test_queues_follow_the_model(make_server, server, r, kind, keep):
     """With `keep`, every hold is bound to its connection (`KEEP`), and
     now and then a holder's connection closes while it holds: its lease
     runs out a ttl later, whoever waits is served, and its mailbox says
     `-LOST`."""
     rng = random.Random(f"serving-{kind}-{keep}")
+    rep = replica_of(make_server, server)
     conns = {h: server.client() for h in HOLDERS}
     model = Model(kind)
     queued = {}  # holder -> its queued rid
@@ -259,6 +279,7 @@ def test_queues_follow_the_model(server, r, kind, keep):
         if step % 50 == 0:
             assert r.info("padlock")["padlock_mailbox_waiters"] == len(model.queue)
             same_holds()
+            same_on_replica(r, rep, ["m"])
     assert n == steps
     # Everything the model says is held, the server says too.
     grants = []
@@ -318,10 +339,11 @@ class MultiModel:
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_multi_key_queues_follow_the_model(server, r, keep):
+def test_multi_key_queues_follow_the_model(make_server, server, r, keep):
     """With `keep`, now and then a holder's connection closes while it
     holds: each of its keys runs out a ttl later and is told lost."""
     rng = random.Random(f"serving-multi-{keep}")
+    rep = replica_of(make_server, server)
     conns = {h: server.client() for h in HOLDERS}
     model = MultiModel()
     queued, mine = {}, {}  # holder -> its queued rid; holder -> the keys it asked for
@@ -403,5 +425,6 @@ def test_multi_key_queues_follow_the_model(server, r, keep):
             held = {k: r.execute_command("LOCK.INFO", k) for k in MultiModel.KEYS}
             held = {k: dict(zip(v[::2], v[1::2]))[b"holder"].decode() for k, v in held.items() if v}
             assert held == model.owner, (held, model.owner, model.queue)
+            same_on_replica(r, rep, MultiModel.KEYS)
     for c in conns.values():
         c.close()
