@@ -141,6 +141,22 @@ def test_a_holders_lease_that_runs_out_in_a_key_that_stays_is_told_lost(server, 
     assert not r.exists("mb"), "nothing told twice"
 
 
+def test_an_unbound_hold_a_client_made_persistent_is_not_lost(server, r):
+    """A lock whose binding ended and whose key a client then made
+    persistent does not run out: nothing is told, and nothing spins
+    looking at it."""
+    c = server.client()
+    c.execute_command("LOCK.ACQUIRE", "k", "a", 400, "BLOCK", 100, "MAILBOX", "mb", "KEEP", "ID", "h")
+    c.close()
+    assert wait_for(lambda: 0 < r.pttl("k") <= 400)
+    assert r.persist("k")
+    cpu = lambda: sum(r.info("cpu")[f] for f in ("used_cpu_sys", "used_cpu_user"))  # noqa: E731
+    before = cpu()
+    time.sleep(1.0)
+    assert cpu() - before < 0.5, "a timer spinning on a lease without an end"
+    assert r.exists("k") and not r.exists("mb")
+
+
 def test_releases_rebinds_and_plain_holds_tell_nothing(server, r):
     c = server.client()
     c.execute_command("LOCK.ACQUIRE", "k", "a", 10000, "BLOCK", 100, "MAILBOX", "mb", "KEEP", "ID", "1")

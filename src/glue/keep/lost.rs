@@ -39,6 +39,9 @@ type Due = BinaryHeap<Reverse<(i64, KeyAt, Box<[u8]>)>>;
 /// Unbound holds looked at per timer turn.
 const BATCH: usize = 1000;
 
+/// What `LeaseEnd` answers for a lease that does not end.
+pub const NO_END: i64 = i64::MAX;
+
 thread_local! {
     /// The mailbox a binding made now reports its loss to: set around a
     /// command or a grant that named one.
@@ -102,6 +105,9 @@ fn look(ctx: &Context) {
             )
         });
         match end {
+            // A lease without an end (a key a client made persistent) is
+            // looked at again only if one is set (`keep::expiry_set`).
+            Some(NO_END) => {}
             Some(at) if at > now => due(key, &holder, at),
             _ => {
                 if let Some(mail) = holder_gone(&key, &holder) {

@@ -304,6 +304,6 @@ impl super::Kind for Lock {
     }
 
     fn lease_end(&self, holder: &[u8], key_expire: Option<i64>) -> Option<i64> {
-        (*self.holder == *holder).then_some(key_expire.unwrap_or(i64::MAX))
+        (*self.holder == *holder).then_some(key_expire.unwrap_or(keep::NO_END))
     }
 }

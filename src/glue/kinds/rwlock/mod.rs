@@ -300,7 +300,7 @@ impl super::Kind for RwLock {
             if e.deadline_ms > 0 {
                 e.deadline_ms
             } else {
-                i64::MAX
+                keep::NO_END
             }
         })
     }

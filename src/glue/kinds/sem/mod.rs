@@ -280,7 +280,7 @@ impl super::Kind for Semaphore {
             if e.deadline_ms > 0 {
                 e.deadline_ms
             } else {
-                i64::MAX
+                keep::NO_END
             }
         })
     }
