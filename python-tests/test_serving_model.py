@@ -42,7 +42,25 @@ LIMIT = 3
 STEPS = 1500
 
 
-class Model:
+class Queues:
+    """What both models share: `queue` holds requests as (holder, rid,
+    ...) in arrival order; `serve` is each model's."""
+
+    queue: list
+
+    def serve(self):
+        raise NotImplementedError
+
+    def cancel(self, h, rid):
+        """`LOCK.CANCEL`'s reply, and the grants it lets through."""
+        for i, q in enumerate(self.queue):
+            if q[:2] == (h, rid):
+                del self.queue[i]
+                return 1, self.serve()
+        return 0, []
+
+
+class Model(Queues):
     """The rules, for one key: `holds[h]` is what h holds (a lock's count,
     a semaphore's permits, a read-write holder's (reads, writes)), `queue`
     the requests in arrival order as (holder, rid, want)."""
@@ -95,13 +113,6 @@ class Model:
             else:
                 del self.holds[h]
         return self.serve()
-
-    def cancel(self, h, rid):
-        for i, q in enumerate(self.queue):
-            if q[:2] == (h, rid):
-                del self.queue[i]
-                return 1, self.serve()
-        return 0, []
 
     def gone(self, h):
         """h's lease ran out: all it held is free."""
@@ -302,7 +313,7 @@ def test_queues_follow_the_model(make_server, server, r, kind, keep):
         c.close()
 
 
-class MultiModel:
+class MultiModel(Queues):
     """Locks on three keys, taken one at a time or two at once
     (`LOCK.MACQUIRE`): a request is granted when each of its keys is free
     and no request queued before it wants any of them."""
@@ -340,13 +351,6 @@ class MultiModel:
         for k in [k for k, o in self.owner.items() if o == h]:
             del self.owner[k]
         return self.serve()
-
-    def cancel(self, h, rid):
-        for i, q in enumerate(self.queue):
-            if q[:2] == (h, rid):
-                del self.queue[i]
-                return 1, self.serve()
-        return 0, []
 
 
 @pytest.mark.parametrize("keep", [False, True])

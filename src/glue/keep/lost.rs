@@ -42,6 +42,16 @@ const BATCH: usize = 1000;
 /// What `LeaseEnd` answers for a lease that does not end.
 pub const NO_END: i64 = i64::MAX;
 
+/// A holder's stored deadline as `LeaseEnd` answers it (0, as an effect
+/// may write it: no end).
+pub fn end_of(deadline_ms: i64) -> i64 {
+    if deadline_ms > 0 {
+        deadline_ms
+    } else {
+        NO_END
+    }
+}
+
 thread_local! {
     /// The mailbox a binding made now reports its loss to: set around a
     /// command or a grant that named one.

@@ -30,7 +30,7 @@ use bound::{How, KeyAt, Lease, BOUND};
 pub use bound::{any_bound, held_at, Renew};
 pub use first::{binding_first, grant_bound, write_at};
 pub use lost::losses_to;
-pub use lost::{LeaseEnd, NO_END};
+pub use lost::{end_of, LeaseEnd, NO_END};
 pub use thaw::Thaw;
 
 pub fn init(ctx: &Context, (thaw, lease_end): (Thaw, LeaseEnd)) {

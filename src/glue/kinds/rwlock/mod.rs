@@ -295,13 +295,6 @@ impl super::Kind for RwLock {
     }
 
     fn lease_end(&self, holder: &[u8], _key_expire: Option<i64>) -> Option<i64> {
-        // (0: a lease without an end, as an effect may write it.)
-        self.holder(holder).map(|e| {
-            if e.deadline_ms > 0 {
-                e.deadline_ms
-            } else {
-                keep::NO_END
-            }
-        })
+        self.holder(holder).map(|e| keep::end_of(e.deadline_ms))
     }
 }
