@@ -15,6 +15,7 @@ every step, and fences only grow."""
 import random
 
 import pytest
+import redis
 
 from conftest import wait_for
 
@@ -458,3 +459,87 @@ def test_multi_key_queues_follow_the_model(make_server, server, r, keep):
     same_on_replica(r, rep, MultiModel.KEYS)
     for c in conns.values():
         c.close()
+
+
+def test_deadlocks_follow_the_model(make_server, server, r):
+    """docs/commands.md, Deadlock detection — four holders, each holding
+    some of four locks and waiting (through a mailbox) for at most one
+    more: a request is refused with `-DEADLOCK` naming the cycle exactly
+    when its wait would close one (waiter -> key -> owner -> key ...), and
+    grants, releases, cancels and refusals leave the graph as the model
+    has it. With single-key waits on locks every waiter waits for its key's
+    owner only, so the model is a chain walk."""
+    rng = random.Random("deadlocks")
+    rep = replica_of(make_server, server)
+    holders, keys = HOLDERS[:4], ["d0", "d1", "d2", "d3"]
+    conns = {h: server.client() for h in holders}
+    owner, queue, waiting = {}, {k: [] for k in keys}, {}
+    refused = 0
+
+    def cycle_from(h, k):
+        """The cycle `h` waiting for `k` would close, as the server names it."""
+        path, x = [h, k], owner[k]
+        while x != h:
+            if x not in waiting:
+                return None
+            path += [x, waiting[x][0]]
+            x = owner[waiting[x][0]]
+        return " -> ".join(path + [h])
+
+    def mailed(grants):
+        for h in holders:
+            got = [e.decode().split(" ", 1)[0] for e in r.lrange(f"dmb:{h}", 0, -1)]
+            r.delete(f"dmb:{h}")
+            assert got == [rid for g, rid in grants if g == h], (h, got, grants)
+
+    for step in range(STEPS):
+        h = rng.choice(holders)
+        c = conns[h]
+        if h in waiting:
+            if rng.random() < 0.2:
+                k, rid = waiting.pop(h)
+                queue[k].remove((h, rid))
+                assert c.execute_command("LOCK.CANCEL", k, h, rid) == 1
+            continue
+        mine = [k for k in keys if owner.get(k) == h]
+        if mine and rng.random() < 0.5:
+            k = rng.choice(mine)
+            del owner[k]
+            grants = []
+            if queue[k]:
+                g, rid = queue[k].pop(0)
+                owner[k] = g
+                del waiting[g]
+                grants.append((g, rid))
+            assert c.execute_command("LOCK.RELEASE", k, h) == 0
+            mailed(grants)
+            continue
+        others = [k for k in keys if owner.get(k) != h]
+        if not others:
+            continue
+        k = rng.choice(others)
+        rid = f"d{step}"
+        cmd = ["LOCK.ACQUIRE", k, h, 60000, "BLOCK", 60000, "MAILBOX", f"dmb:{h}", "ID", rid]
+        if k not in owner:
+            assert c.execute_command(*cmd) > 0
+            owner[k] = h
+            continue
+        cycle = cycle_from(h, k)
+        if cycle:
+            refused += 1
+            with pytest.raises(redis.ResponseError) as e:
+                c.execute_command(*cmd)
+            assert str(e.value) == f"DEADLOCK {cycle}"
+            continue
+        assert c.execute_command(*cmd) == b"WAITING", (h, k, owner, waiting)
+        queue[k].append((h, rid))
+        waiting[h] = (k, rid)
+        if step % 50 == 0:
+            assert r.info("padlock")["padlock_mailbox_waiters"] == len(waiting)
+            assert r.info("padlock")["padlock_wait_edges"] == len(waiting)
+            same_on_replica(r, rep, keys)
+    assert refused > 20, refused
+    assert r.info("padlock")["padlock_deadlocks"] == refused
+    for c in conns.values():
+        c.close()
+    assert wait_for(lambda: r.info("padlock")["padlock_wait_edges"] == 0)
