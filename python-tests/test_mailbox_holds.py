@@ -141,6 +141,23 @@ def test_a_holders_lease_that_runs_out_in_a_key_that_stays_is_told_lost(server, 
     assert not r.exists("mb"), "nothing told twice"
 
 
+def test_a_hold_bound_again_and_again_is_told_lost_once(server, r):
+    """A client that reconnects and binds its hold again, and again loses
+    the connection: one loss, told when the last lease runs out."""
+    r.execute_command("SEM.ACQUIRE", "k", "other", 5, 60000)
+    c = server.client()
+    c.execute_command("SEM.ACQUIRE", "k", "a", 5, 400, "BLOCK", 100, "MAILBOX", "mb", "KEEP", "ID", "id-0")
+    for i in range(1, 6):
+        c.close()
+        time.sleep(0.05)
+        c = server.client()
+        assert c.execute_command("SEM.EXTEND", "k", "a", 400, "KEEP", "MAILBOX", "mb", "ID", f"id-{i}") == 1
+    c.close()
+    assert mailed(server, timeout=5) == ["id-5 -LOST removed"]
+    time.sleep(0.6)
+    assert not r.exists("mb"), "told once"
+
+
 def test_an_unbound_hold_a_client_made_persistent_is_not_lost(server, r):
     """A lock whose binding ended and whose key a client then made
     persistent does not run out: nothing is told, and nothing spins

@@ -11,8 +11,7 @@
 //! are remembered here, by key, until bound again, released, or gone.
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::BTreeSet;
 use std::os::raw::c_void;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -26,15 +25,25 @@ use crate::glue::server::now_ms;
 
 use super::bound::KeyAt;
 
-/// Holds whose binding ended, by key: holder and mailbox.
-type Unbound = Map<KeyAt, Vec<(Box<[u8]>, Rc<Mail>)>>;
+/// A hold whose binding ended: who, the mailbox its loss goes to, and when
+/// it is looked at next (once its lease was written: `due`).
+struct Unheld {
+    holder: Box<[u8]>,
+    mail: Rc<Mail>,
+    due: Option<i64>,
+}
+
+/// Holds whose binding ended, by key.
+type Unbound = Map<KeyAt, Vec<Unheld>>;
 
 /// When the holder's lease at a key (in the selected database) ends; None:
 /// it holds nothing there. Each kind's, from above (`kinds::lease_end`).
 pub type LeaseEnd = fn(&Context, &RedisString, &[u8]) -> Option<i64>;
 
-/// Unbound holds by when their lease ends, earliest first.
-type Due = BinaryHeap<Reverse<(i64, KeyAt, Box<[u8]>)>>;
+/// The unbound holds by when they are looked at, earliest first: one
+/// entry per hold at most (a hold bound and unbound again moves its own),
+/// so it is bounded by the holds themselves.
+type Due = BTreeSet<(i64, KeyAt, Box<[u8]>)>;
 
 /// Unbound holds looked at per timer turn.
 const BATCH: usize = 1000;
@@ -60,7 +69,7 @@ thread_local! {
     /// A hold's lease can run out in a key that stays (a semaphore's or a
     /// read-write lock's other holders keep it): nothing removes a key
     /// then, so each unbound hold is looked at when its lease ends.
-    static DUE: RefCell<Due> = const { RefCell::new(BinaryHeap::new()) };
+    static DUE: RefCell<Due> = const { RefCell::new(BTreeSet::new()) };
     static TIMER: OneShot = const { OneShot::new() };
     static LEASE_END: Cell<Option<LeaseEnd>> = const { Cell::new(None) };
 }
@@ -73,8 +82,29 @@ pub fn init(ctx: &Context, lease_end: LeaseEnd) {
 /// The unbound hold of `holder` on `key` was given a lease ending `at`:
 /// if it is still unbound then, and its lease over, its loss is told.
 pub fn due(key: KeyAt, holder: &[u8], at: i64) {
-    DUE.with(|d| d.borrow_mut().push(Reverse((at, key, holder.into()))));
+    let before = UNBOUND.with(|u| {
+        let mut u = u.try_borrow_mut().ok()?;
+        let h = u.get_mut(&key)?.iter_mut().find(|h| *h.holder == *holder)?;
+        Some(h.due.replace(at))
+    });
+    let Some(before) = before else {
+        return; // bound again or released meanwhile
+    };
+    DUE.with(|d| {
+        let mut d = d.borrow_mut();
+        if let Some(t) = before {
+            d.remove(&(t, key.clone(), holder.into()));
+        }
+        d.insert((at, key, holder.into()));
+    });
     TIMER.with(|t| t.arm(at));
+}
+
+/// Takes `holder`'s look at `at` out of the order.
+fn undue(at: Option<i64>, key: &KeyAt, holder: &[u8]) {
+    if let Some(t) = at {
+        DUE.with(|d| d.borrow_mut().remove(&(t, key.clone(), holder.into())));
+    }
 }
 
 unsafe extern "C" fn fire(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
@@ -96,16 +126,21 @@ fn look(ctx: &Context) {
     for _ in 0..BATCH {
         let next = DUE.with(|d| {
             let mut d = d.borrow_mut();
-            d.peek()
-                .is_some_and(|Reverse((at, _, _))| *at <= now)
-                .then(|| d.pop())
-                .flatten()
+            let first = d.first().is_some_and(|(at, _, _)| *at <= now);
+            first.then(|| d.pop_first()).flatten()
         });
-        let Some(Reverse((_, key, holder))) = next else {
+        let Some((_, key, holder)) = next else {
             break;
         };
-        if !is_unbound(&key, &holder) {
-            continue; // bound again, released, or told already
+        let known = UNBOUND.with(|u| {
+            let mut u = u.borrow_mut();
+            let h = u
+                .get_mut(&key)
+                .and_then(|hs| hs.iter_mut().find(|h| *h.holder == *holder));
+            h.map(|h| h.due = None).is_some()
+        });
+        if !known {
+            continue;
         }
         let end = blocking::in_db(ctx, key.0, || {
             lease_end(
@@ -116,7 +151,7 @@ fn look(ctx: &Context) {
         });
         match end {
             // A lease without an end (a key a client made persistent) is
-            // looked at again only if one is set (`keep::expiry_set`).
+            // looked at again only once its binding ends again.
             Some(NO_END) => {}
             Some(at) if at > now => due(key, &holder, at),
             _ => {
@@ -126,18 +161,9 @@ fn look(ctx: &Context) {
             }
         }
     }
-    if let Some(at) = DUE.with(|d| d.borrow().peek().map(|Reverse((at, _, _))| *at)) {
+    if let Some(at) = DUE.with(|d| d.borrow().first().map(|(at, _, _)| *at)) {
         TIMER.with(|t| t.arm(at.max(now)));
     }
-}
-
-fn is_unbound(key: &KeyAt, holder: &[u8]) -> bool {
-    UNBOUND.with(|u| {
-        u.try_borrow()
-            .ok()
-            .and_then(|u| u.get(key).map(|hs| hs.iter().any(|(h, _)| **h == *holder)))
-            .unwrap_or(false)
-    })
 }
 
 /// Whether LOSSES_TO is set, in a plain static: every acquire granted at
@@ -192,13 +218,17 @@ pub fn tell(mails: impl IntoIterator<Item = Rc<Mail>>, why: &str) {
 }
 
 /// A binding with a mailbox ended with its hold still there: its loss is
-/// told if the key goes before it is bound again or released.
+/// told if the key goes before it is bound again or released (or, once
+/// its lease is written, when that lease ends: `due`).
 pub fn unbound(key: KeyAt, holder: &[u8], mail: Rc<Mail>) {
+    // An earlier unbinding of the same hold is replaced, its look too.
+    holder_gone(&key, holder);
     UNBOUND.with(|u| {
-        let mut u = u.borrow_mut();
-        let holds = u.entry(key).or_default();
-        holds.retain(|(h, _)| **h != *holder);
-        holds.push((holder.into(), mail));
+        u.borrow_mut().entry(key).or_default().push(Unheld {
+            holder: holder.into(),
+            mail,
+            due: None,
+        });
     });
 }
 
@@ -207,49 +237,62 @@ pub fn settled(key: &KeyAt, holder: &[u8]) {
     holder_gone(key, holder);
 }
 
-/// The holder's hold on `key` ended on its own (its lease ran out in a key
-/// that stays, as a semaphore's or a read-write lock's other holders keep
-/// it): the mailbox to tell, if its binding had ended with one.
+/// The holder's hold on `key` ended, or needs telling no more: the
+/// mailbox to tell, if its binding had ended with one.
 pub fn holder_gone(key: &KeyAt, holder: &[u8]) -> Option<Rc<Mail>> {
-    UNBOUND.with(|u| {
+    let h = UNBOUND.with(|u| {
         let mut u = u.try_borrow_mut().ok()?;
         let holds = u.get_mut(key)?;
-        let at = holds.iter().position(|(h, _)| **h == *holder)?;
-        let (_, mail) = holds.swap_remove(at);
+        let at = holds.iter().position(|h| *h.holder == *holder)?;
+        let h = holds.swap_remove(at);
         if holds.is_empty() {
             u.remove(key);
         }
-        Some(mail)
-    })
+        Some(h)
+    })?;
+    undue(h.due, key, holder);
+    Some(h.mail)
 }
 
 /// The key went: the holds on it that had lost their binding are lost.
 pub fn key_gone(key: &KeyAt) -> Vec<Rc<Mail>> {
-    UNBOUND.with(|u| {
+    let holds = UNBOUND.with(|u| {
         let Ok(mut u) = u.try_borrow_mut() else {
             return vec![];
         };
         if u.is_empty() {
             return vec![];
         }
-        u.remove(key)
-            .map(|holds| holds.into_iter().map(|(_, m)| m).collect())
-            .unwrap_or_default()
-    })
+        u.remove(key).unwrap_or_default()
+    });
+    mails_of(key, holds)
 }
 
 /// Databases went (a flush, a swap): as `key_gone` for each of their keys.
 pub fn keys_gone(mut gone: impl FnMut(&KeyAt) -> bool) -> Vec<Rc<Mail>> {
-    UNBOUND.with(|u| {
+    let went: Vec<(KeyAt, Vec<Unheld>)> = UNBOUND.with(|u| {
         let Ok(mut u) = u.try_borrow_mut() else {
             return vec![];
         };
         let keys: Vec<KeyAt> = u.keys().filter(|k| gone(k)).cloned().collect();
-        keys.iter()
-            .flat_map(|k| u.remove(k).unwrap_or_default())
-            .map(|(_, m)| m)
+        keys.into_iter()
+            .filter_map(|k| u.remove(&k).map(|hs| (k, hs)))
             .collect()
-    })
+    });
+    went.into_iter()
+        .flat_map(|(k, hs)| mails_of(&k, hs))
+        .collect()
+}
+
+/// The mailboxes of holds that went with `key`, their looks taken out.
+fn mails_of(key: &KeyAt, holds: Vec<Unheld>) -> Vec<Rc<Mail>> {
+    holds
+        .into_iter()
+        .map(|h| {
+            undue(h.due, key, &h.holder);
+            h.mail
+        })
+        .collect()
 }
 
 /// This server became a replica: it tells nothing any more.
