@@ -133,7 +133,9 @@ fn look(ctx: &Context) {
             break;
         };
         let known = UNBOUND.with(|u| {
-            let mut u = u.borrow_mut();
+            let Ok(mut u) = u.try_borrow_mut() else {
+                return false;
+            };
             let h = u
                 .get_mut(&key)
                 .and_then(|hs| hs.iter_mut().find(|h| *h.holder == *holder));
