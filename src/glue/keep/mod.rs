@@ -246,19 +246,6 @@ pub fn removed(db: i32, name: &[u8], on_purpose: bool) {
     }
 }
 
-/// A holder's lease ran out in a key that stays (a semaphore or a
-/// read-write lock with other holders): a hold whose binding had ended
-/// with a mailbox is lost, told as when its key goes.
-pub fn holder_expired(ctx: &Context, name: &[u8], holder: &[u8]) {
-    if !lost::any() {
-        return;
-    }
-    let key: KeyAt = (super::blocking::selected_db(ctx), name.into());
-    if let Some(mail) = lost::holder_gone(&key, holder) {
-        lost::tell([mail], "removed");
-    }
-}
-
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (None): every binding of those
 /// keys ends.
 pub fn flushed(db: Option<i32>) {

@@ -27,8 +27,6 @@ pub trait Leased: Value {
     fn latest_deadline(&self) -> Option<i64>;
     /// Sends the effect to replicas and the AOF.
     fn replicate(ctx: &Context, name: &RedisString, e: &Self::Effect<'_>);
-    /// The holder an effect is about.
-    fn holder<'e>(e: &'e Self::Effect<'_>) -> &'e [u8];
     /// The holder an effect gives a lease to, its fence (if the kind has
     /// them) and its deadline; None for an effect that removes the holder.
     fn lease<'e>(e: &'e mut Self::Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)>;
@@ -92,7 +90,6 @@ pub fn change<'h, V: Leased, R>(
                 hold.held(since, end);
             }
             bump(&V::INFO.counters.expired_holders);
-            keep::holder_expired(ctx, name.as_slice(), V::holder(e));
         }
         let (result, mut decided) = match decide(value) {
             Ok((r, e)) => (Ok(r), e),

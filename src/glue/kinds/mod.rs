@@ -34,24 +34,53 @@ pub trait Kind: Value {
     fn lease_end(&self, holder: &[u8], key_expire: Option<i64>) -> Option<i64>;
 }
 
+/// What `keep` reads of a value whatever its kind (`Kind` itself, with
+/// its constant, cannot be a trait object).
+trait Leases {
+    fn kept(&self, key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)>;
+    fn lease_end(&self, holder: &[u8], key_expire: Option<i64>) -> Option<i64>;
+    fn renew(&self) -> keep::Renew;
+}
+
+impl<T: Kind> Leases for T {
+    fn kept(&self, key_expire: Option<i64>) -> Vec<(Vec<u8>, i64)> {
+        Kind::kept(self, key_expire)
+    }
+    fn lease_end(&self, holder: &[u8], key_expire: Option<i64>) -> Option<i64> {
+        Kind::lease_end(self, holder, key_expire)
+    }
+    fn renew(&self) -> keep::Renew {
+        T::RENEW
+    }
+}
+
+/// `f` on the value at `name` as its kind, with the key's expiry; None
+/// when the key holds no kind's value.
+fn leases<R>(
+    ctx: &Context,
+    name: &RedisString,
+    f: impl FnOnce(&dyn Leases, Option<i64>) -> R,
+) -> Option<R> {
+    let mut key = Key::read(ctx, name);
+    let expire = key.expire_at();
+    macro_rules! find {
+        ($($t:ty),*) => {
+            $( if let Ok(Some(v)) = key.value::<$t>() {
+                return Some(f(v, expire));
+            } )*
+        };
+    }
+    with_kinds!(find);
+    None
+}
+
 /// Each lease at `name` held far away (`core::keep::KEPT_BASE`) with no
 /// binding here gets its ttl from `now`, written and sent as a real
 /// deadline: what a promoted replica, a restart or a key's new home does
 /// with a lease that was bound before (`keep::thaw`).
 pub fn thaw(ctx: &Context, name: &RedisString, now: i64) {
-    let (kept, renew) = {
-        let mut key = Key::read(ctx, name);
-        let expire = key.expire_at();
-        macro_rules! find {
-            ($($t:ty),*) => {
-                $( if let Ok(Some(v)) = key.value::<$t>() {
-                    (v.kept(expire), <$t as Kind>::RENEW)
-                } else )* {
-                    return;
-                }
-            };
-        }
-        with_kinds!(find)
+    let Some((kept, renew)) = leases(ctx, name, |v, expire| (v.kept(expire), v.renew())) else {
+        return;
     };
     for (holder, ttl) in kept {
         if !keep::is_bound(ctx, name, &holder) {
@@ -65,15 +94,5 @@ pub fn thaw(ctx: &Context, name: &RedisString, now: i64) {
 /// how `keep` learns that a hold whose binding ended has run out in a key
 /// that stays (`keep::lost`).
 pub fn lease_end(ctx: &Context, name: &RedisString, holder: &[u8]) -> Option<i64> {
-    let mut key = Key::read(ctx, name);
-    let expire = key.expire_at();
-    macro_rules! find {
-        ($($t:ty),*) => {
-            $( if let Ok(Some(v)) = key.value::<$t>() {
-                return v.lease_end(holder, expire);
-            } )*
-        };
-    }
-    with_kinds!(find);
-    None
+    leases(ctx, name, |v, expire| v.lease_end(holder, expire)).flatten()
 }

@@ -49,10 +49,6 @@ impl Leased for RwLock {
         state::rw_set(ctx, name, e);
     }
 
-    fn holder<'e>(e: &'e Effect<'_>) -> &'e [u8] {
-        &e.holder
-    }
-
     fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
         let holds = e.reads > 0 || e.writes > 0;
         holds.then_some((&*e.holder, Some(e.fence), &mut e.deadline_ms))

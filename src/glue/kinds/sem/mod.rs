@@ -46,10 +46,6 @@ impl Leased for Semaphore {
         state::sem_set(ctx, name, &e.holder, e.limit, e.permits, e.deadline_ms);
     }
 
-    fn holder<'e>(e: &'e Effect<'_>) -> &'e [u8] {
-        &e.holder
-    }
-
     fn lease<'e>(e: &'e mut Effect<'_>) -> Option<(&'e [u8], Option<u64>, &'e mut i64)> {
         (e.permits > 0).then_some((&*e.holder, None, &mut e.deadline_ms))
     }
