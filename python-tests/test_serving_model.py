@@ -31,14 +31,25 @@ def replica_of(make_server, server):
     return c
 
 
+INFO_OF = {b"pdlk-lock": "LOCK.INFO", b"pdlk-sema": "SEM.INFO", b"pdlk-rwlk": "RWLOCK.INFO"}
+
+
 def same_on_replica(r, rep, keys):
     """What the master's effects made on the replica is the master's
     state: each key's value, and the request-ids remembered."""
-    assert r.execute_command("WAIT", 1, 5000) == 1
-    for k in keys:
-        assert rep.dump(k) == r.dump(k), k
-    ids = "padlock_request_ids"
-    assert rep.info("padlock")[ids] == r.info("padlock")[ids]
+    def seen(c):
+        return ([c.dump(k) for k in keys], c.info("padlock")["padlock_request_ids"],
+                [c.execute_command(INFO_OF.get(c.type(k), "TYPE"), k) for k in keys])
+
+    assert r.execute_command("WAIT", 1, 5000) == 1, "the replica did not acknowledge"
+    on_replica, on_master = seen(rep), seen(r)
+    if on_replica[:2] != on_master[:2]:
+        # Once more, so the failure says whether it was a write in flight.
+        assert r.execute_command("WAIT", 1, 5000) == 1
+        again = seen(rep), seen(r)
+        assert False, (keys, on_replica, on_master, "then", again)
+
+
 LIMIT = 3
 STEPS = 1500
 
