@@ -178,6 +178,17 @@ def wait_for(pred, timeout=5.0, interval=0.01):
     return pred()
 
 
+def synced(m, rep):
+    """Waits until the replica `rep` applied all its master `m` sent so
+    far, and says how far that is. `WAIT` is not enough where other
+    connections or timers wrote: it waits only for the calling
+    connection's own latest write."""
+    at = m.info("replication")["master_repl_offset"]
+    assert wait_for(lambda: rep.info("replication")["slave_repl_offset"] >= at, timeout=10), \
+        "the replica fell behind"
+    return at
+
+
 class Background:
     """A command running on its own connection in a thread (for BLOCK)."""
 

@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from conftest import Background, wait_blocked, wait_for
+from conftest import Background, synced, wait_blocked, wait_for
 from test_durability import start_pair
 from test_rwlocks import rinfo
 from test_semaphores import sinfo
@@ -44,7 +44,7 @@ def test_idle_connection_keeps_its_lock(make_server):
         time.sleep(0.05)
     assert linfo(m, "k")["holder"] == b"me" and linfo(m, "k")["fence"] == fence
     assert m.info("padlock")["padlock_keep_renewals"] == writes, "nothing written while bound"
-    m.wait(1, 1000)
+    synced(m, rep)
     assert linfo(rep, "k")["holder"] == b"me" and rep.pttl("k") > FAR, "the replica holds it far away"
     assert linfo(rep, "k")["ttl"] == 300, "with its ttl"
     assert linfo(rep, "k")["keep"] == 0, "bindings are not replicated"
@@ -187,7 +187,7 @@ def test_failover_drops_bindings(make_server):
     master, replica, m, rep = start_pair(make_server)
     holder = master.client()
     holder.execute_command("LOCK.ACQUIRE", "k", "me", 400, "KEEP")
-    m.wait(1, 1000)
+    synced(m, rep)
     rep.execute_command("REPLICAOF", "NO", "ONE")
     m.execute_command("REPLICAOF", "127.0.0.1", replica.port)
     assert wait_for(lambda: m.info("padlock")["padlock_keep_bound"] == 0)
@@ -338,7 +338,7 @@ def test_replicas_hold_bound_leases_far_away_until_the_binding_ends(make_server)
     holder = master.client()
     take_all_three(holder, 600)
     time.sleep(1.5)
-    m.wait(1, 1000)
+    synced(m, rep)
     for key in ("k", "s", "rw"):
         assert rep.pttl(key) > FAR, key
     assert sinfo(rep, "s")["holders"][b"me"] == [2, 600]
@@ -357,7 +357,7 @@ def test_a_promoted_replica_gives_bound_leases_their_ttl(make_server):
     master, replica, m, rep = start_pair(make_server)
     take_all_three(master.client(), 900)
     time.sleep(1.2)
-    m.wait(1, 1000)
+    synced(m, rep)
     master.kill()
     rep.execute_command("REPLICAOF", "NO", "ONE")
     promoted = time.time()
