@@ -236,6 +236,9 @@ class HoldCore(Commands):
 
     # -- acquire / release -----------------------------------------------------
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        return await self._grant(blocking, timeout)  # (`_async_watch.Hold`: once held)
+
+    async def _grant(self, blocking: bool, timeout: Optional[float]) -> Any:
         self._own_process()
         if self._depth == 0 and self._resume is not None:
             (self.renews, self.keep), self._resume = self._resume, None

@@ -5,6 +5,7 @@ what a loss does."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 from typing import Any, Optional
@@ -21,6 +22,33 @@ from ._retry import CONNECTION_ERRORS, Verdict, verdict
 class Hold(HoldCore):
     """A hold with its watching: renewed (or read, while the server keeps
     its lease) every third of the ttl by the shared watcher."""
+
+    async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
+        """`_grant`, reported only once it is held. A grant made while the
+        keeper was replaced (killed, timed out) is renewed there before it
+        is reported; a renewal that did not get through leaves its lease
+        unknown, and so not held (it may have run out). Then it is renewed
+        again while time is left, else given back and waited for again:
+        `acquire()` never answers a grant that `held` denies."""
+        end = None if timeout is None else rt.now() + timeout
+        while True:
+            reply = await self._grant(blocking, None if end is None else max(0.0, end - rt.now()))
+            if reply is None or self._depth != 1 or not self.renews or self.held:
+                return reply
+            # At most a ttl (a second at least) of renewals for one grant.
+            stop = rt.now() + max(self.ttl_ms / 1000.0, 1.0)
+            stop = stop if end is None else min(stop, end)
+            while self._depth == 1 and not self.lost.is_set() and rt.now() < stop:
+                if await self.renew():
+                    return reply
+                if not self._unsure:
+                    break  # the server said it is gone
+                await rt.sleep(0.01)
+            if self._depth:
+                with contextlib.suppress(Exception):
+                    await self.release()
+            if not blocking or (end is not None and rt.now() >= end):
+                return None
 
     def _heard_lost(self, why: str) -> None:
         """The server mailed this hold's loss (`LOST <why>`): the watcher
