@@ -73,10 +73,34 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
     return r;
   }
 
+  /** A grant is answered only once `held` confirms it. One made while the
+   * keeper was replaced is renewed there first; while that renewal has not
+   * got through, its lease is unknown (it may have run out): renewed again
+   * while time is left, else given back and waited for again. */
   protected override async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
-    const reply = await super.acquireRaw(options);
-    if (reply === null || this.depth !== 1 || (await this.onReplicas("acquire"))) return reply;
-    return null;
+    const end = options.timeout === undefined ? undefined : now() + options.timeout;
+    for (;;) {
+      const timeout = end === undefined ? undefined : Math.max(0, end - now());
+      const reply = await super.acquireRaw({ ...options, timeout });
+      if (reply === null || this.depth !== 1) return reply;
+      if (!this.renews || this.held || (await this.confirm(end))) {
+        return (await this.onReplicas("acquire")) ? reply : null;
+      }
+      await this.release().catch(() => undefined);
+      if (options.blocking === false || (end !== undefined && now() >= end)) return null;
+    }
+  }
+
+  /** Renews an unconfirmed grant for at most a ttl (a second at least):
+   * false once the server says it is gone, or the time is up. */
+  private async confirm(end: number | undefined): Promise<boolean> {
+    const stop = Math.min(now() + Math.max(this.ttl, 1000), end ?? Infinity);
+    while (this.depth === 1 && !this.lost && now() < stop) {
+      if (await this.renew()) return true;
+      if (!this.unsure) return false;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    return false;
   }
 
   protected override async releasedLast(): Promise<void> {
