@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -157,6 +158,18 @@ func (c *Client) forget(h *hold) {
 // acquire is what every kind's acquire does: the hold of ctx's holder on
 // s, one more level of it, and the context that stands for that level.
 func (c *Client) acquire(ctx context.Context, s spec, o options, blocking bool) (context.Context, any, error) {
+	for {
+		lctx, reply, err := c.acquireOnce(ctx, s, o, blocking)
+		if !errors.Is(err, errUnconfirmed) {
+			return lctx, reply, err
+		}
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+func (c *Client) acquireOnce(ctx context.Context, s spec, o options, blocking bool) (context.Context, any, error) {
 	holder := holderOf(ctx)
 	h, err := c.holdFor(ctx, s, holder, o)
 	if err != nil {

@@ -13,6 +13,10 @@ import (
 // at its default): a renewed hold with a shorter one is refused up front.
 const keepFloor = 300 * time.Millisecond
 
+// errUnconfirmed: a grant whose lease could not be confirmed was given
+// back; the caller waits again while its context lets it.
+var errUnconfirmed = errors.New("padlock: a grant not confirmed held was given back")
+
 var errTTL = errors.New("padlock: a renewed hold's ttl must be at least 300ms (the server's KEEP floor); use NoRenew() for a shorter plain lease")
 
 // spec is what a kind says of its commands.
@@ -136,10 +140,14 @@ func (h *hold) acquire(ctx context.Context, blocking bool) (any, error) {
 		h.c.w.add(h, mono()+h.interval(), h.nextGen())
 	}
 	// Granted after a wait: bound now (KEEP), and the lease known from a
-	// send time.
-	renewed := h.o.renews && blocking && !b.ok && (h.o.keep || h.leaseLeft() < h.ttl*2/3)
-	if renewed {
-		h.renewLocked()
+	// send time. A grant bound while queued is known to live only as far
+	// as the mailbox was last read: after a wait that outlived that, it
+	// is renewed too.
+	renewed := h.o.renews && blocking && (!b.ok || !h.held()) && (h.o.keep || h.leaseLeft() < h.ttl*2/3)
+	if renewed && !h.renewLocked() && first && !h.confirm(ctx) {
+		// Its lease is not known to run: given back, never answered.
+		_ = h.release(nil)
+		return nil, errUnconfirmed
 	}
 	if first && h.o.replicas > 0 {
 		if ok, why := h.grantReplicated(blocking && !renewed); !ok {

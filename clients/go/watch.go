@@ -216,6 +216,37 @@ func (h *hold) renewLocked() bool {
 	return true
 }
 
+// confirm renews a grant whose lease is not known to run (granted while
+// the keeper was replaced, and the one renewal there did not get through)
+// for at most a ttl (a second at least) and what ctx allows: false once
+// the server says it is gone, or the time is up. An acquire never answers
+// a grant that held() denies.
+func (h *hold) confirm(ctx context.Context) bool {
+	stop := mono() + max(h.ttl, time.Second)
+	if d := deadlineOf(ctx); d > 0 {
+		stop = min(stop, d)
+	}
+	for !h.held() && mono() < stop {
+		if h.renewLocked() {
+			return true
+		}
+		h.st.Lock()
+		gone := !h.unsure || h.lostFlag
+		h.st.Unlock()
+		if gone {
+			return false
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	return h.held()
+}
+
 // markLost: nothing is held any more, and nothing of it may stay bound;
 // every context of the hold is cancelled with why.
 func (h *hold) markLost(why error) {
