@@ -84,6 +84,30 @@ def test_a_lost_blocking_acquire_reply_is_answered_by_the_resend(r, via, proxy):
     assert not r.exists("k")
 
 
+@pytest.mark.parametrize("lost", ["LOCK.ACQUIRE", "LOCK.EXTEND"])
+def test_a_kept_lease_answered_to_a_resend_is_bound_again(r, via, proxy, lost):
+    """A `KEEP` acquire or renewal whose reply was lost (the server applied
+    it, the connection closed) is resent with its id and answered from the
+    server's memory of the first sending, which bound the lease to the
+    connection that closed. The client binds it again on the new one: the
+    hold outlives its ttl, kept, and is never told lost."""
+    lock = sync.Lock(via, "k", ttl=0.6)
+    if lost == "LOCK.EXTEND":
+        lock.acquire()
+    proxy.drop(lost)
+    if lost == "LOCK.ACQUIRE":
+        assert lock.acquire(timeout=5)  # a wait, through the mailbox, granted at once
+    else:
+        assert lock.renew()
+    assert proxy.dropped == 1
+    time.sleep(1.5)  # the first connection's binding would have run out
+    info = dict(zip(*[iter(r.execute_command("LOCK.INFO", "k") or [])] * 2))
+    assert info.get(b"keep") == 1, info
+    assert lock.held and not lock.lost.is_set()
+    lock.release()
+    assert not r.exists("k")
+
+
 def test_semaphore_permits_are_not_doubled(r, via, proxy):
     sem = sync.Semaphore(via, "s", 3, permits=1, ttl=5)
     proxy.drop("SEM.ACQUIRE")

@@ -177,7 +177,12 @@ class HoldCore(Commands):
             limit = (rt.FOREVER if left is None else left + 5.0) if wait else (
                 None if left is None else max(left, 0.05))
             try:
-                return await self._call(with_id(make(left), rid), limit, wait)
+                reply = await self._call(with_id(make(left), rid), limit, wait)
+                if attempt:
+                    # A resend may be answered from the server's memory of an
+                    # earlier sending, which bound nothing (`KEEP`) here.
+                    self._bound_epoch, self._granted_bound = -1, False
+                return reply
             except Exception as e:
                 if rid is not None and is_unknown_option(e):
                     self._ids, rid = False, None

@@ -132,6 +132,10 @@ class Hold(HoldCore):
                         raise
                     cmd = cmd[:-2]  # an older server: watched by reads
                     await self._send(lambda _: cmd, "renew", self._lease_until)
+                if self.keep and not self._bound:
+                    # Answered to a resend: bound where the first sending went
+                    # (a connection since replaced). Once more, a new request.
+                    await self._send(lambda _: cmd, "renew", self._lease_until)
             except Exception as e:
                 # Unless the server said the hold is gone, its lease may
                 # still be bound: `_mark_lost` then ends the binding.
