@@ -171,6 +171,11 @@ func (h *hold) send(ctx context.Context, make func(time.Duration) []any, p phase
 			limit = 30 * time.Second
 		}
 		reply, b, err := h.call(ctx, withID(make(left), rid), limit, wait)
+		if err == nil && attempt > 0 {
+			// A resend may be answered from the server's memory of an
+			// earlier sending, which bound nothing (KEEP) here.
+			b.ok = false
+		}
 		if err == nil || ctx.Err() != nil || judge(err, p) != resend {
 			return reply, b, err
 		}

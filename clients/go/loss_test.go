@@ -133,3 +133,44 @@ func TestALostReplyNeitherDoublesNorFrees(t *testing.T) {
 	}
 	_ = l.Release(outer)
 }
+
+// A KEEP acquire or renewal whose reply was lost (applied, then the
+// connection closed) is resent with its id and answered from the server's
+// memory of the first sending, which bound the lease to the connection
+// that closed: the client binds it again on the new one, so the hold
+// outlives its ttl, kept.
+func TestAKeptLeaseAnsweredToAResendIsBoundAgain(t *testing.T) {
+	for _, lost := range []string{"LOCK.ACQUIRE", "LOCK.EXTEND"} {
+		t.Run(lost, func(t *testing.T) {
+			s := startServer(t)
+			proxy := startProxy(t, s.port)
+			p := clientOn(t, fmt.Sprintf("127.0.0.1:%d", proxy.port))
+			r, ctx := s.raw(t), context.Background()
+			l := p.Lock("kept", TTL(600*time.Millisecond))
+			var held context.Context
+			var err error
+			if lost == "LOCK.ACQUIRE" {
+				proxy.drop(lost)
+				held, err = l.Acquire(ctx)
+			} else {
+				held, err = l.Acquire(ctx)
+				proxy.drop(lost)
+				// The keeper killed: the hold binds again on the next one,
+				// and the reply to that is lost.
+				r.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 3*time.Second, "the reply lost", func() bool { return proxy.dropped() == 1 })
+			time.Sleep(1500 * time.Millisecond) // the first connection's binding would have run out
+			if got := info(t, r, "LOCK.INFO", "kept")["keep"]; got != int64(1) {
+				t.Fatalf("keep %v, want 1 (bound on the new connection)", got)
+			}
+			if !l.Held(held) {
+				t.Fatal("not held")
+			}
+			_ = l.Release(held)
+		})
+	}
+}

@@ -198,7 +198,13 @@ func (h *hold) renewLocked() bool {
 				ext = append(ext, "MAILBOX", h.m.boxFor(fmt.Sprint(ext[1])))
 			}
 		}
-		_, got, err := h.send(context.Background(), func(time.Duration) []any { return ext }, phaseRenew, deadline, false)
+		send := func(time.Duration) []any { return ext }
+		_, got, err := h.send(context.Background(), send, phaseRenew, deadline, false)
+		if err == nil && h.o.keep && !got.ok {
+			// Answered to a resend: bound where the first sending went (a
+			// connection since replaced). Once more, a new request.
+			_, got, err = h.send(context.Background(), send, phaseRenew, deadline, false)
+		}
 		if err != nil {
 			h.st.Lock()
 			h.unsure = judge(translate(err), phaseRenew) != lost
