@@ -19,26 +19,13 @@ import {
 } from "./retry.js";
 import { currentHolder, gave, newHolder, took } from "./holders.js";
 import type { Hold, HoldOptions, AcquireOptions } from "./hold.js";
-import { type Keeper, keeperOf, now, scheduler } from "./shared.js";
+import { type Keeper, collected, keeperOf, now, scheduler } from "./shared.js";
 import { type Mailman, mailWait, mailmanOf } from "./mailbox.js";
 
 // Older Node versions lack the symbol `await using` looks up.
 (Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for("Symbol.asyncDispose");
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-
-/** A hold collected without `release()`: if the server keeps its lease,
- * the shared connection is replaced so that the binding ends (the holds
- * that live bind again); only `release()` ends a hold promptly. */
-export const collected = new FinalizationRegistry<{ kept?: Keeper; user?: Keeper }>((box) => {
-  const kept = box.kept;
-  box.kept = undefined;
-  if (kept !== undefined) void kept.reset();
-  const user = box.user;
-  box.user = undefined;
-  user?.done();
-});
 
 /** Whether an error says the server has no `MAILBOX` (an older build). */
 export const noMailbox = (e: unknown): boolean => /MAILBOX|syntax/.test(errorText(e));
@@ -281,7 +268,11 @@ export abstract class HoldCore {
       // most the time left.
       const limit = wait ? (left === undefined ? undefined : left + 5000) : Math.max(left ?? 30_000, 50);
       try {
-        return await this.call(withId(make(left), rid), limit, wait, signal);
+        const reply = await this.call(withId(make(left), rid), limit, wait, signal);
+        // A resend may be answered from the server's memory of an earlier
+        // sending, which bound nothing (`KEEP`) here.
+        if (attempt > 0) [this.boundEpoch, this.grantedBound] = [-1, false];
+        return reply;
       } catch (e) {
         if (signal?.aborted) throw e;
         if (rid !== undefined && isUnknownOption(e)) {

@@ -7,8 +7,8 @@ import { type Arg } from "./backend.js";
 import { LockLostError, NotAcquiredError, NotHeldError, errorText } from "./errors.js";
 import { Verdict, isServerError, verdict } from "./retry.js";
 import { gave } from "./holders.js";
-import { now, scheduler } from "./shared.js";
-import { HoldCore, collected, noMailbox } from "./hold-core.js";
+import { collected, now, scheduler } from "./shared.js";
+import { HoldCore, noMailbox } from "./hold-core.js";
 import { asMap } from "./replies.js";
 import { type Replicas, type ReplicasOptions, counted, replicasOf, waitCommands } from "./replicas.js";
 
@@ -198,6 +198,9 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
           args.splice(-2, 2);
           await this.send(() => args, "renew", this.leaseUntil);
         }
+        // Answered to a resend: bound where the first sending went (a
+        // connection since replaced). Once more, a new request.
+        if (this.keep && !this.bound) await this.send(() => args, "renew", this.leaseUntil);
       } catch (e) {
         // Unless the server said the hold is gone, its lease may still be
         // bound: `markLost` then ends the binding.

@@ -285,3 +285,15 @@ export function keeperOf(client: Client, backend: Backend): Keeper {
   }
   return k;
 }
+
+/** A hold collected without `release()`: if the server keeps its lease,
+ * the shared connection is replaced so that the binding ends (the holds
+ * that live bind again); only `release()` ends a hold promptly. */
+export const collected = new FinalizationRegistry<{ kept?: Keeper; user?: Keeper }>((box) => {
+  const kept = box.kept;
+  box.kept = undefined;
+  if (kept !== undefined) void kept.reset();
+  const user = box.user;
+  box.user = undefined;
+  user?.done();
+});

@@ -87,6 +87,27 @@ for (const flavour of ["ioredis", "node-redis", "glide"]) {
       await close();
     });
 
+    for (const lost of ["LOCK.ACQUIRE", "LOCK.EXTEND"]) {
+      test(`a kept lease answered to a resend (${lost}) is bound again`, async () => {
+        // The resend is answered from the server's memory of the first
+        // sending, which bound the lease to the connection that closed: the
+        // client binds it again on the new one, so the hold outlives its ttl.
+        const { client, close } = await via(flavour);
+        const lock = new Lock(client, "kept", { ttl: 600 });
+        if (lost === "LOCK.EXTEND") await lock.acquire();
+        await proxy.drop(lost);
+        if (lost === "LOCK.ACQUIRE") assert.ok((await lock.acquire({ timeout: 5000 })) !== null);
+        else assert.ok(await lock.renew());
+        assert.equal(await proxy.dropped(), 1);
+        await sleep(1500); // the first connection's binding would have run out
+        const raw = (await r.call("LOCK.INFO", "kept")) as unknown[] | null;
+        assert.equal(raw === null ? undefined : Number(raw[raw.indexOf("keep") + 1]), 1, "bound on the new connection");
+        assert.ok(lock.held && !lock.lost);
+        await lock.release();
+        await close();
+      });
+    }
+
     test("permits and read holds are not doubled or leaked", async () => {
       const { client, close } = await via(flavour);
       const sem = new Semaphore(client, "s", 3, { permits: 1, ttl: 5000 });
