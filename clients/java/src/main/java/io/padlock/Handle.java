@@ -202,30 +202,46 @@ abstract class Handle {
 
     private boolean waitFor(String holder, long units, long deadline, boolean forever, boolean interruptibly)
             throws InterruptedException {
-        Waits.Waited w;
-        try {
-            w = Waits.await(pad, kind, left -> {
-                List<String> a = new ArrayList<>(acquireArgs(holder, units));
-                a.add("BLOCK");
-                a.add(Long.toString(left));
-                if (!plain) {
-                    a.add("KEEP");
-                }
-                return a;
-            }, deadline, forever, interruptibly, releaseArgs(holder, units));
-        } catch (ReplyException e) {
-            throw Handle.translate(e);
+        while (true) {
+            Waits.Waited w;
+            try {
+                w = Waits.await(pad, kind, left -> waitArgs(holder, units, left), deadline, forever, interruptibly,
+                        releaseArgs(holder, units));
+            } catch (ReplyException e) {
+                throw Handle.translate(e);
+            }
+            Boolean got = adoptWait(holder, units, w);
+            if (got != null) {
+                return got;
+            }
+            if (!forever && System.nanoTime() - deadline >= 0) {
+                return false; // granted, but gone before it could be kept: waited for again while time is left
+            }
         }
-        return adoptWait(holder, units, w);
     }
 
-    /** A wait's outcome counted into the holder's hold, its lease bound (or, plain, timed). */
-    private boolean adoptWait(String holder, long units, Waits.Waited w) {
+    /** A wait's command for {@code left} ms ({@code 0}: no end). */
+    private List<String> waitArgs(String holder, long units, long left) {
+        List<String> a = new ArrayList<>(acquireArgs(holder, units));
+        a.add("BLOCK");
+        a.add(Long.toString(left));
+        if (!plain) {
+            a.add("KEEP");
+        }
+        return a;
+    }
+
+    /**
+     * A wait's outcome counted into the holder's hold, its lease bound (or, plain, timed); null: a grant
+     * that ran out before it could be bound (granted while the keeper was replaced): the caller never had it.
+     */
+    private Boolean adoptWait(String holder, long units, Waits.Waited w) {
         if (w.reply() == null) {
             return false;
         }
         SharedHold h = locked(holder);
         try {
+            boolean fresh = h.depth == 0 && h.reads == 0 && h.writes == 0;
             took(h, w.reply(), units);
             h.listen(onLost);
             if (plain) {
@@ -239,6 +255,11 @@ abstract class Handle {
             try {
                 h.adopt(w);
             } catch (RuntimeException e) {
+                if (fresh && e instanceof ReplyException re && "NOTHELD".equals(re.code())) {
+                    h.depth = h.reads = h.writes = 0;
+                    h.finish(true);
+                    return null;
+                }
                 h.lose("the lease of " + holder + " on " + kind.route() + " ran out right after its wait");
                 throw new LockLostException("granted, but lost before its lease could be kept: " + e.getMessage());
             }
@@ -333,15 +354,8 @@ abstract class Handle {
         boolean forever = waitMs < 0;
         long deadline = forever ? Long.MAX_VALUE : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
         boolean fresh = Replicated.fresh(pad, kind, holder);
-        CompletableFuture<Waits.Waited> wait = AsyncWait.start(pad, k, kind, left -> {
-            List<String> a = new ArrayList<>(acquireArgs(holder, units));
-            a.add("BLOCK");
-            a.add(Long.toString(left));
-            if (!plain) {
-                a.add("KEEP");
-            }
-            return a;
-        }, deadline, forever, releaseArgs(holder, units));
+        CompletableFuture<Waits.Waited> wait = AsyncWait.start(pad, k, kind, left -> waitArgs(holder, units, left),
+                deadline, forever, releaseArgs(holder, units));
         CompletableFuture<Boolean> out = new CompletableFuture<>();
         out.whenComplete((v, e) -> {
             if (e instanceof CancellationException) {
@@ -355,14 +369,16 @@ abstract class Handle {
                 return;
             }
             try {
-                boolean got = adoptWait(holder, units, w);
-                if (got && fresh && !Replicated.enough(pad, kind, holder, () -> give(holder, units))) {
-                    if (!forever) {
+                Boolean adopted = adoptWait(holder, units, w);
+                boolean got = Boolean.TRUE.equals(adopted);
+                if (adopted == null || got && fresh && !Replicated.enough(pad, kind, holder, () -> give(holder, units))) {
+                    long left = forever ? -1 : TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+                    if (!forever && (adopted != null || left <= 0)) {
                         out.complete(false); // short of its replicas: failed as a timed-out wait fails
                         return;
                     }
-                    // A wait without end waits again.
-                    CompletableFuture<Boolean> again = takeAsync(holder, units, -1);
+                    // A wait without end waits again (and one whose grant was gone, while time is left).
+                    CompletableFuture<Boolean> again = takeAsync(holder, units, left);
                     out.whenComplete((v, x) -> again.cancel(true));
                     again.whenComplete((v, x) -> {
                         if (x != null) {

@@ -225,13 +225,23 @@ public final class Padlock implements AutoCloseable {
         while (true) {
             long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
             try {
-                return k.call(Math.max(left, 50), sent);
+                return resent(k.call(Math.max(left, 50), sent), attempt);
             } catch (LinkException e) {
                 if (!pause(attempt++, deadline)) {
                     throw e;
                 }
             }
         }
+    }
+
+    /**
+     * The reply to a request's {@code attempt}-th sending. A resend may be
+     * answered from the server's memory of an earlier sending (its request-id),
+     * which binds nothing ({@code KEEP}) to this connection and writes nothing
+     * on it: such a reply names no epoch, so its hold binds again.
+     */
+    private static Keeper.Reply resent(Keeper.Reply r, int attempt) {
+        return attempt == 0 ? r : new Keeper.Reply(r.value(), -1);
     }
 
     /**
@@ -249,7 +259,7 @@ public final class Padlock implements AutoCloseable {
         long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
         k.callAsync(Math.max(left, 50), sent).whenComplete((r, e) -> {
             if (e == null) {
-                out.complete(r);
+                out.complete(resent(r, attempt));
                 return;
             }
             Throwable cause = Replies.cause(e);

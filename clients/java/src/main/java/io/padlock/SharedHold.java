@@ -156,9 +156,11 @@ final class SharedHold {
     void adopt(Waits.Waited w) {
         writtenEpoch = -1;
         granted(w.sentAt());
-        if (w.rid() != null && w.epoch() == keeper.epoch() && keeper.mailman != null) {
+        if (w.rid() != null && !w.resent() && w.epoch() == keeper.epoch() && keeper.mailman != null) {
             // Granted on the keeper (at once, or mailed while queued there):
-            // bound there with the mailbox already. Its lease is known to live
+            // bound there with the mailbox already. (Not a grant answered to
+            // a resend: that may be the server's memory of a sending on a
+            // connection since replaced, bound there.) Its lease is known to live
             // from when the binding was last seen alive; when that is not
             // recent enough, it is bound again below, as after any wait.
             watchLosses(w.rid());

@@ -313,6 +313,28 @@ class LockTest extends OnServer {
         }
     }
 
+    /**
+     * A {@code KEEP} acquire whose reply was lost is resent with its id and
+     * answered from the server's memory of the first sending, which bound the
+     * lease to the connection that closed: it is bound again on the new one,
+     * so the hold outlives its ttl. (A wait answered so is the storm's to
+     * find: {@link StormTest}.)
+     */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aKeptLeaseAnsweredToAResendIsBoundAgain(String driver) throws Exception {
+        try (Proxy proxy = new Proxy(srv.port())) {
+            Padlock p = clients.standalone(driver, proxy.port(), Duration.ofMillis(600));
+            PadlockLock lock = p.getLock("kept");
+            proxy.loseNextReply();
+            lock.lock();
+            Thread.sleep(1500); // the first connection's binding would have run out
+            assertEquals("1", info("kept", "keep"), "bound on the new connection");
+            assertTrue(lock.isHeldByCurrentThread());
+            lock.unlock();
+        }
+    }
+
     @ParameterizedTest
     @FieldSource("drivers")
     void multiLocksAreAllOrNothing(String driver) throws Exception {
