@@ -41,6 +41,8 @@ public final class Padlock implements AutoCloseable {
     final ScheduledThreadPoolExecutor scheduler;
     /** Every watched hold's rounds (run on the scheduler). */
     final Watcher watcher;
+    /** Notified when a semaphore's permits are given back here (see {@link PadlockSemaphore}). */
+    final Object semaphoreReleases = new Object();
     /** Runs interruptible waits for drivers without futures of their own. */
     final ExecutorService helper;
     /**

@@ -43,14 +43,14 @@ public final class PadlockSemaphore extends Handle {
 
     /** Waits for {@code permits} until granted or interrupted. */
     public void acquire(int permits) throws InterruptedException {
-        take(check(permits), -1, true);
+        takeShared(check(permits), -1, true);
     }
 
     public void acquireUninterruptibly(int permits) {
         boolean interrupted = false;
         while (true) {
             try {
-                take(check(permits), -1, false);
+                takeShared(check(permits), -1, false);
                 break;
             } catch (InterruptedException e) {
                 interrupted = true;
@@ -80,7 +80,36 @@ public final class PadlockSemaphore extends Handle {
     }
 
     public boolean tryAcquire(int permits, long time, TimeUnit unit) throws InterruptedException {
-        return take(check(permits), Math.max(0, unit.toMillis(time)), true);
+        return takeShared(check(permits), Math.max(0, unit.toMillis(time)), true);
+    }
+
+    /**
+     * {@code take}, for a holder that threads share (the process's, by
+     * default): the server refuses to queue a holder behind permits it holds
+     * itself (a wait for itself, {@code DEADLOCK}), where
+     * {@code java.util.concurrent.Semaphore} waits for another thread's
+     * release. That wait is made here: until a thread of this Padlock gives
+     * permits back, or 50 ms (another process may), then asked again. Such
+     * waits are not in the server's queue, so not first come, first served.
+     */
+    private boolean takeShared(long permits, long waitMs, boolean interruptibly) throws InterruptedException {
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        while (true) {
+            long left = waitMs < 0 ? -1 : Math.max(0, TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime()));
+            try {
+                return take(permits, left, interruptibly);
+            } catch (DeadlockException e) {
+                if (!e.cycle().stream().allMatch(x -> x.equals(key) || x.equals(holder()))) {
+                    throw e;
+                }
+                if (left == 0) {
+                    return false;
+                }
+            }
+            synchronized (pad.semaphoreReleases) {
+                pad.semaphoreReleases.wait(waitMs < 0 ? 50 : Math.max(1, Math.min(left, 50)));
+            }
+        }
     }
 
     public void release() {
@@ -104,6 +133,9 @@ public final class PadlockSemaphore extends Handle {
             throw new IllegalMonitorStateException(holder() + " holds " + h.depth + " permit(s) of " + key + ", not " + permits);
         }
         give(check(permits));
+        synchronized (pad.semaphoreReleases) {
+            pad.semaphoreReleases.notifyAll();
+        }
     }
 
     /** Permits free now (one read). */

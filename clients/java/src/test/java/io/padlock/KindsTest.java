@@ -107,6 +107,40 @@ class KindsTest extends OnServer {
         a.release(1);
     }
 
+    /**
+     * The process's own holder (the default) shared by threads, as
+     * {@code java.util.concurrent.Semaphore}: a thread waits for permits
+     * another thread of the process holds (the server would see a holder
+     * waiting for itself) until that thread gives them back.
+     */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void threadsOfOneProcessWaitForEachOthersPermits(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        PadlockSemaphore s = p.getSemaphore("shared", 1);
+        s.acquire();
+        assertFalse(CompletableFuture.supplyAsync(() -> {
+            try {
+                return s.tryAcquire(200, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        }).get(5, TimeUnit.SECONDS), "not within its time: false, not DEADLOCK");
+        CompletableFuture<Boolean> other = CompletableFuture.supplyAsync(() -> {
+            try {
+                return s.tryAcquire(5, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        Thread.sleep(200);
+        assertFalse(other.isDone());
+        s.release();
+        assertTrue(other.get(5, TimeUnit.SECONDS), "granted once the other thread gave its permit back");
+        s.release();
+        assertEquals(1, s.availablePermits());
+    }
+
     @ParameterizedTest
     @FieldSource("drivers")
     void topListsTheKeysWithTheMostWaiters(String driver) throws Exception {

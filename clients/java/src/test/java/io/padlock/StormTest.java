@@ -85,14 +85,14 @@ class StormTest extends OnServer {
         List<Thread> workers = new ArrayList<>();
         for (int n = 0; n < 6; n++) {
             Random rng = new Random(100 + n);
-            // Its own permits: the default holder is the process's, whose
-            // threads draw from one count (a wait on it would wait for itself).
-            String me = "t" + n;
+            // Half the threads take the process's permits (the default
+            // holder, one count for all its threads), half their own.
+            String me = n % 2 == 0 ? null : "t" + n;
             workers.add(new Thread(() -> {
                 while (System.nanoTime() < end) {
                     String key = List.of("a", "b", "s").get(rng.nextInt(3));
                     PadlockLock lock = key.equals("s") ? null : p.getLock(key);
-                    PadlockSemaphore sem = key.equals("s") ? p.getSemaphore(key, LIMIT).withHolder(me) : null;
+                    PadlockSemaphore sem = key.equals("s") ? (me == null ? p.getSemaphore(key, LIMIT) : p.getSemaphore(key, LIMIT).withHolder(me)) : null;
                     boolean got;
                     try {
                         got = lock != null ? lock.tryLock(10, TimeUnit.SECONDS) : sem.tryAcquire(10, TimeUnit.SECONDS);
