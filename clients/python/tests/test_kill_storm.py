@@ -87,6 +87,19 @@ class Checker:
                 self.crowds.append((key, frozenset(self.inside[key])))
             return n
 
+    def taken(self, key, hold, got):
+        """An acquire's answer (its reply, or what it raised): the
+        section's number, or None when it got nothing (a finding)."""
+        if got is None or isinstance(got, Exception):
+            self.problems.append(f"acquire {key}: {got!r}")
+            return None
+        return self.enter(key, None if key == "s" else got, hold.held)
+
+    def given_back(self, key, hold, failed):
+        """A release that raised while the hold still said `held`."""
+        if failed is not None and hold.held:
+            self.problems.append(f"release {key}: {failed!r}")
+
     def leave(self, key, n, held):
         with self.guard:
             self.inside[key].discard(n)
@@ -139,19 +152,17 @@ def test_threads_through_a_storm_of_killed_connections(server, r):
             try:
                 got = hold.acquire(timeout=10)
             except Exception as e:  # noqa: BLE001 - every failure is a finding
-                check.problems.append(f"acquire {key}: {e!r}")
+                got = e
+            if (at := check.taken(key, hold, got)) is None:
                 continue
-            if got is None:
-                check.problems.append(f"timed out on {key}")
-                continue
-            at = check.enter(key, None if key == "s" else got, hold.held)
             time.sleep(work(rng))
             check.leave(key, at, hold.held)
+            failed = None
             try:
                 hold.release()
             except Exception as e:  # noqa: BLE001
-                if hold.held:
-                    check.problems.append(f"release {key}: {e!r}")
+                failed = e
+            check.given_back(key, hold, failed)
 
     def body():
         workers = [threading.Thread(target=worker, args=(n,)) for n in range(WORKERS)]
@@ -177,26 +188,15 @@ def test_tasks_through_a_storm_of_killed_connections(server, r):
             rng = random.Random(100 + n)
             while time.time() < deadline:
                 key = rng.choice((*LOCKS, "s"))
-                if key == "s":
-                    hold = padlock.aio.Semaphore(client, key, LIMIT, ttl=TTL)
-                else:
-                    hold = padlock.aio.Lock(client, key, ttl=TTL)
-                try:
-                    got = await hold.acquire(timeout=10)
-                except Exception as e:  # noqa: BLE001
-                    check.problems.append(f"acquire {key}: {e!r}")
+                hold = (padlock.aio.Semaphore(client, key, LIMIT, ttl=TTL) if key == "s"
+                        else padlock.aio.Lock(client, key, ttl=TTL))
+                got = await asyncio.gather(hold.acquire(timeout=10), return_exceptions=True)
+                if (at := check.taken(key, hold, got[0])) is None:
                     continue
-                if got is None:
-                    check.problems.append(f"timed out on {key}")
-                    continue
-                at = check.enter(key, None if key == "s" else got, hold.held)
                 await asyncio.sleep(work(rng))
                 check.leave(key, at, hold.held)
-                try:
-                    await hold.release()
-                except Exception as e:  # noqa: BLE001
-                    if hold.held:
-                        check.problems.append(f"release {key}: {e!r}")
+                failed = (await asyncio.gather(hold.release(), return_exceptions=True))[0]
+                check.given_back(key, hold, failed)
 
         await asyncio.wait_for(asyncio.gather(*(worker(n) for n in range(WORKERS))), SECONDS + 30)
         await client.aclose()
