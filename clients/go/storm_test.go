@@ -160,7 +160,7 @@ func TestWorkersThroughAStormOfKilledConnections(t *testing.T) {
 		if len(problems) > 0 {
 			t.Fatalf("%d problems, the first: %v", len(problems), problems[:min(10, len(problems))])
 		}
-		if kills < 10 || sections < 50 {
+		if kills < 10 || sections < 20 {
 			t.Fatalf("kills %d, sections %d", kills, sections)
 		}
 		lost := 0
