@@ -3,6 +3,7 @@ package io.padlock;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * A counting semaphore ({@code SEM.*}) shaped like
@@ -99,7 +100,7 @@ public final class PadlockSemaphore extends Handle {
             try {
                 return take(permits, left, interruptibly);
             } catch (DeadlockException e) {
-                if (!e.cycle().stream().allMatch(x -> x.equals(key) || x.equals(holder()))) {
+                if (!ownOnly(e)) {
                     throw e;
                 }
                 if (left == 0) {
@@ -118,7 +119,46 @@ public final class PadlockSemaphore extends Handle {
 
     /** {@link #acquire(int)} without a thread waiting: completes (true) once granted. Cancel it to leave the queue. */
     public CompletableFuture<Boolean> acquireAsync(int permits) {
-        return takeAsync(check(permits), -1);
+        CompletableFuture<Boolean> out = new CompletableFuture<>();
+        AtomicReference<CompletableFuture<Boolean>> taking = new AtomicReference<>();
+        out.whenComplete((v, e) -> {
+            CompletableFuture<Boolean> t = taking.get();
+            if (t != null) {
+                t.cancel(true); // (a grant that raced it is given back by the take)
+            }
+        });
+        takeSharedAsync(check(permits), out, taking);
+        return out;
+    }
+
+    /** {@link #takeShared} without a thread: the wait for this process's own permits is a scheduled retry. */
+    private void takeSharedAsync(long permits, CompletableFuture<Boolean> out,
+            AtomicReference<CompletableFuture<Boolean>> taking) {
+        CompletableFuture<Boolean> t = takeAsync(permits, -1);
+        taking.set(t);
+        if (out.isDone()) {
+            t.cancel(true);
+            return;
+        }
+        t.whenComplete((v, e) -> {
+            Throwable c = e == null ? null : Replies.cause(e);
+            if (c instanceof DeadlockException d && ownOnly(d)) {
+                try {
+                    pad.scheduler.schedule(() -> takeSharedAsync(permits, out, taking), 50, TimeUnit.MILLISECONDS);
+                } catch (java.util.concurrent.RejectedExecutionException closed) {
+                    out.completeExceptionally(d);
+                }
+            } else if (c != null) {
+                out.completeExceptionally(c);
+            } else if (!out.complete(v) && Boolean.TRUE.equals(v)) {
+                giveAsync(permits); // granted as the caller cancelled: given back
+            }
+        });
+    }
+
+    /** A cycle through this holder and this key alone: a wait for permits this holder holds itself. */
+    private boolean ownOnly(DeadlockException e) {
+        return e.cycle().stream().allMatch(x -> x.equals(key) || x.equals(holder()));
     }
 
     /** {@link #release(int)} on one of padlock's threads, for the calling thread's holder. */

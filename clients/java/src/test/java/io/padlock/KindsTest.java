@@ -137,6 +137,11 @@ class KindsTest extends OnServer {
         assertFalse(other.isDone());
         s.release();
         assertTrue(other.get(5, TimeUnit.SECONDS), "granted once the other thread gave its permit back");
+        CompletableFuture<Boolean> later = s.acquireAsync(1);
+        Thread.sleep(200);
+        assertFalse(later.isDone(), "the future waits too, no DEADLOCK");
+        s.release();
+        assertTrue(later.get(5, TimeUnit.SECONDS));
         s.release();
         assertEquals(1, s.availablePermits());
     }
