@@ -143,11 +143,19 @@ func (h *hold) acquire(ctx context.Context, blocking bool) (any, error) {
 	// send time. A grant bound while queued is known to live only as far
 	// as the mailbox was last read: after a wait that outlived that, it
 	// is renewed too.
+	// Tried for a ttl (a second at least) within ctx's deadline, not just
+	// until the lease's lower bound, long past after a wait. A grant it
+	// finds gone, or cannot confirm, is given back, never answered.
 	renewed := h.o.renews && blocking && (!b.ok || !h.held()) && (h.o.keep || h.leaseLeft() < h.ttl*2/3)
-	if renewed && !h.renewLocked() && first && !h.confirm(ctx) {
-		// Its lease is not known to run: given back, never answered.
-		_ = h.release(nil)
-		return nil, errUnconfirmed
+	if renewed {
+		until := mono() + max(h.ttl, time.Second)
+		if d := deadlineOf(ctx); d > 0 {
+			until = min(until, d)
+		}
+		if !h.renewUntil(until) && first && !h.held() {
+			_ = h.release(nil)
+			return nil, errUnconfirmed
+		}
 	}
 	if first && h.o.replicas > 0 {
 		if ok, why := h.grantReplicated(blocking && !renewed); !ok {

@@ -181,7 +181,11 @@ func (h *hold) isBoundWithMail() bool {
 // mailbox where there is one). False when the hold is lost or was never
 // held: any error but a lost hold is retried until the lease may have run
 // out.
-func (h *hold) renewLocked() bool {
+func (h *hold) renewLocked() bool { return h.renewUntil(0) }
+
+// renewUntil is renewLocked retried until the deadline until (mono)
+// instead, when it is not 0 (a grant just made).
+func (h *hold) renewUntil(until time.Duration) bool {
 	h.st.Lock()
 	depth, lostFlag := h.depth, h.lostFlag
 	h.st.Unlock()
@@ -190,6 +194,9 @@ func (h *hold) renewLocked() bool {
 	}
 	start := mono()
 	deadline := start + max(h.leaseLeft(), time.Millisecond)
+	if until > 0 {
+		deadline = until
+	}
 	var b binding
 	for _, ext := range h.s.extends(h.holder, h.ttlMs()) {
 		if h.o.keep {
@@ -220,37 +227,6 @@ func (h *hold) renewLocked() bool {
 	}
 	h.st.Unlock()
 	return true
-}
-
-// confirm renews a grant whose lease is not known to run (granted while
-// the keeper was replaced, and the one renewal there did not get through)
-// for at most a ttl (a second at least) and what ctx allows: false once
-// the server says it is gone, or the time is up. An acquire never answers
-// a grant that held() denies.
-func (h *hold) confirm(ctx context.Context) bool {
-	stop := mono() + max(h.ttl, time.Second)
-	if d := deadlineOf(ctx); d > 0 {
-		stop = min(stop, d)
-	}
-	for !h.held() && mono() < stop {
-		if h.renewLocked() {
-			return true
-		}
-		h.st.Lock()
-		gone := !h.unsure || h.lostFlag
-		h.st.Unlock()
-		if gone {
-			return false
-		}
-		t := time.NewTimer(10 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-	}
-	return h.held()
 }
 
 // markLost: nothing is held any more, and nothing of it may stay bound;

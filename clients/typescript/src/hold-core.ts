@@ -369,7 +369,9 @@ export abstract class HoldCore {
       !(this.grantedBound && this.bound) &&
       (this.keep || this.leaseUntil - now() < (this.ttl * 2) / 3)
     )
-      await this.renew();
+      // Tried for a ttl (a second at least) within the timeout, not just
+      // until the lease's lower bound, long past after a wait.
+      await this.renew(Math.min(now() + Math.max(this.ttl, 1000), deadline ?? Infinity));
     return reply;
   }
 
@@ -433,7 +435,7 @@ export abstract class HoldCore {
 
   /** The watching (`hold.ts`): started at each fresh acquire. */
   protected abstract startWatcher(): void;
-  abstract renew(): Promise<boolean>;
+  abstract renew(until?: number): Promise<boolean>;
   /** What `acquire` answers for a grant's reply. */
   protected abstract took(reply: unknown): unknown;
   /** @internal One round of the shared timer (`hold.ts`). */

@@ -74,33 +74,19 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
   }
 
   /** A grant is answered only once `held` confirms it. One made while the
-   * keeper was replaced is renewed there first; while that renewal has not
-   * got through, its lease is unknown (it may have run out): renewed again
-   * while time is left, else given back and waited for again. */
+   * keeper was replaced is renewed there first; when the server says it is
+   * gone, or no renewal got through (its lease unknown: it may have run
+   * out), it is given back and waited for again. */
   protected override async acquireRaw(options: AcquireOptions = {}): Promise<unknown> {
     const end = options.timeout === undefined ? undefined : now() + options.timeout;
     for (;;) {
       const timeout = end === undefined ? undefined : Math.max(0, end - now());
       const reply = await super.acquireRaw({ ...options, timeout });
       if (reply === null || this.depth !== 1) return reply;
-      if (!this.renews || this.held || (await this.confirm(end))) {
-        return (await this.onReplicas("acquire")) ? reply : null;
-      }
+      if (!this.renews || this.held) return (await this.onReplicas("acquire")) ? reply : null;
       await this.release().catch(() => undefined);
       if (options.blocking === false || (end !== undefined && now() >= end)) return null;
     }
-  }
-
-  /** Renews an unconfirmed grant for at most a ttl (a second at least):
-   * false once the server says it is gone, or the time is up. */
-  private async confirm(end: number | undefined): Promise<boolean> {
-    const stop = Math.min(now() + Math.max(this.ttl, 1000), end ?? Infinity);
-    while (this.depth === 1 && !this.lost && now() < stop) {
-      if (await this.renew()) return true;
-      if (!this.unsure) return false;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    return false;
   }
 
   protected override async releasedLast(): Promise<void> {
@@ -181,26 +167,29 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
 
   /** Resets the lease now (and binds `KEEP` again). False when the hold is
    * lost or nothing is held (then the server is not asked): any error but
-   * a lost hold is retried until the lease may have run out. */
-  async renew(): Promise<boolean> {
+   * a lost hold is retried until the lease may have run out (`until`, a
+   * `performance.now()` time: instead until then; padlock's own use, after
+   * a grant). */
+  async renew(until?: number): Promise<boolean> {
     if (this.depth === 0 || this.lost) return false;
     const start = now();
+    const deadline = until ?? this.leaseUntil;
     for (const args of this.extendArgs()) {
       if (this.keep) args.push("KEEP");
       const m = this.keep ? this.mailman : undefined;
       if (m !== undefined) args.push("MAILBOX", m.mailbox);
       try {
         try {
-          await this.send(() => args, "renew", this.leaseUntil);
+          await this.send(() => args, "renew", deadline);
         } catch (e) {
           if (m === undefined || !isServerError(e) || !noMailbox(e)) throw e;
           this.mailman = undefined; // an older server: watched by reads
           args.splice(-2, 2);
-          await this.send(() => args, "renew", this.leaseUntil);
+          await this.send(() => args, "renew", deadline);
         }
         // Answered to a resend: bound where the first sending went (a
         // connection since replaced). Once more, a new request.
-        if (this.keep && !this.bound) await this.send(() => args, "renew", this.leaseUntil);
+        if (this.keep && !this.bound) await this.send(() => args, "renew", deadline);
       } catch (e) {
         // Unless the server said the hold is gone, its lease may still be
         // bound: `markLost` then ends the binding.

@@ -304,9 +304,12 @@ class HoldCore(Commands):
         if self.renews and blocking and not (self._granted_bound and self._bound) and (
                 self.keep or self._lease_until - rt.now() < ttl * 2 / 3):
             # Granted after a wait: bound now (`KEEP`), and the lease known
-            # from a send time only once renewed.
+            # from a send time only once renewed: tried for a ttl (a second
+            # at least) within the timeout, not just until the lease's lower
+            # bound, long past after a wait.
+            until = rt.now() + max(ttl, 1.0)
             try:
-                await self.renew()
+                await self._renew(until if deadline is None else min(until, deadline))
             except BaseException:
                 # Cancelled (interrupted) right after the grant: the caller
                 # hears "not acquired", so nothing of it may stay held.
@@ -330,7 +333,7 @@ class HoldCore(Commands):
                 # Granted on another connection (mailed, or before a
                 # reconnect): a write here after the grant, which WAIT
                 # counts from.
-                await self.renew()
+                await self._renew()
             k = self._keeper
             if k is not None:
                 got = want.counted([(await k.call(cmd, want.timeout + rt.TIMEOUT))[0]
@@ -438,5 +441,5 @@ class HoldCore(Commands):
     def _start_watcher(self) -> None:
         raise NotImplementedError  # `_async_watch.Hold`
 
-    async def renew(self) -> bool:
+    async def _renew(self, until: Optional[float] = None) -> bool:
         raise NotImplementedError  # `_async_watch.Hold`

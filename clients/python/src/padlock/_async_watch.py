@@ -26,24 +26,15 @@ class Hold(HoldCore):
     async def _acquire(self, blocking: bool, timeout: Optional[float]) -> Any:
         """`_grant`, reported only once it is held. A grant made while the
         keeper was replaced (killed, timed out) is renewed there before it
-        is reported; a renewal that did not get through leaves its lease
-        unknown, and so not held (it may have run out). Then it is renewed
-        again while time is left, else given back and waited for again:
-        `acquire()` never answers a grant that `held` denies."""
+        is reported; when the server says it is gone, or no renewal got
+        through (its lease unknown: it may have run out), it is given back
+        and waited for again: `acquire()` never answers a grant that `held`
+        denies."""
         end = None if timeout is None else rt.now() + timeout
         while True:
             reply = await self._grant(blocking, None if end is None else max(0.0, end - rt.now()))
             if reply is None or self._depth != 1 or not self.renews or self.held:
                 return reply
-            # At most a ttl (a second at least) of renewals for one grant.
-            stop = rt.now() + max(self.ttl_ms / 1000.0, 1.0)
-            stop = stop if end is None else min(stop, end)
-            while self._depth == 1 and not self.lost.is_set() and rt.now() < stop:
-                if await self.renew():
-                    return reply
-                if not self._unsure:
-                    break  # the server said it is gone
-                await rt.sleep(0.01)
             if self._depth:
                 with contextlib.suppress(Exception):
                     await self.release()
@@ -116,9 +107,14 @@ class Hold(HoldCore):
         """Resets the lease now (and rebinds `KEEP`). False when the hold is
         lost or was never held: any error but a lost hold is retried until
         the lease may have run out."""
+        return await self._renew()
+
+    async def _renew(self, until: Optional[float] = None) -> bool:
+        """`renew`, retried until `until` instead (a grant just made)."""
         if self._depth == 0 or self.lost.is_set():
             return False
         start = rt.now()
+        deadline = self._lease_until if until is None else until
         m = await self._source.mailman() if self.keep else None
         for args in self._extend_cmds():
             cmd: list[Any] = args + ["KEEP"] if self.keep else args
@@ -126,16 +122,16 @@ class Hold(HoldCore):
                 cmd += ["MAILBOX", m.box(args[1])]
             try:
                 try:
-                    await self._send(lambda _: cmd, "renew", self._lease_until)
+                    await self._send(lambda _: cmd, "renew", deadline)
                 except redis.ResponseError as e:
                     if m is None or not self._source.no_mailbox(e):
                         raise
                     cmd = cmd[:-2]  # an older server: watched by reads
-                    await self._send(lambda _: cmd, "renew", self._lease_until)
+                    await self._send(lambda _: cmd, "renew", deadline)
                 if self.keep and not self._bound:
                     # Answered to a resend: bound where the first sending went
                     # (a connection since replaced). Once more, a new request.
-                    await self._send(lambda _: cmd, "renew", self._lease_until)
+                    await self._send(lambda _: cmd, "renew", deadline)
             except Exception as e:
                 # Unless the server said the hold is gone, its lease may
                 # still be bound: `_mark_lost` then ends the binding.

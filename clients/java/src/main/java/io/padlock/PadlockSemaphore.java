@@ -89,26 +89,45 @@ public final class PadlockSemaphore extends Handle {
      * default): the server refuses to queue a holder behind permits it holds
      * itself (a wait for itself, {@code DEADLOCK}), where
      * {@code java.util.concurrent.Semaphore} waits for another thread's
-     * release. That wait is made here: until a thread of this Padlock gives
+     * release. That wait is made here, in a fair line per key (one waiter
+     * at a time asks the server): until a thread of this Padlock gives
      * permits back, or 50 ms (another process may), then asked again. Such
-     * waits are not in the server's queue, so not first come, first served.
+     * waits are not in the server's queue, so not first come, first served
+     * with other processes.
      */
     private boolean takeShared(long permits, long waitMs, boolean interruptibly) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-        while (true) {
-            long left = waitMs < 0 ? -1 : Math.max(0, TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime()));
-            try {
-                return take(permits, left, interruptibly);
-            } catch (DeadlockException e) {
-                if (!ownOnly(e)) {
-                    throw e;
+        java.util.concurrent.locks.ReentrantLock line = null;
+        try {
+            while (true) {
+                long left = waitMs < 0 ? -1 : Math.max(0, TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime()));
+                try {
+                    return take(permits, left, interruptibly);
+                } catch (DeadlockException e) {
+                    if (!ownOnly(e)) {
+                        throw e;
+                    }
+                    if (left == 0) {
+                        return false;
+                    }
                 }
-                if (left == 0) {
-                    return false;
+                if (line == null) {
+                    line = pad.ownPermitLine(key);
+                    if (waitMs < 0) {
+                        line.lockInterruptibly();
+                    } else if (!line.tryLock(left, TimeUnit.MILLISECONDS)) {
+                        line = null;
+                        return false;
+                    }
+                    continue; // at the head of the line: asked again at once
+                }
+                synchronized (pad.semaphoreReleases) {
+                    pad.semaphoreReleases.wait(waitMs < 0 ? 50 : Math.max(1, Math.min(left, 50)));
                 }
             }
-            synchronized (pad.semaphoreReleases) {
-                pad.semaphoreReleases.wait(waitMs < 0 ? 50 : Math.max(1, Math.min(left, 50)));
+        } finally {
+            if (line != null) {
+                line.unlock();
             }
         }
     }
@@ -127,13 +146,17 @@ public final class PadlockSemaphore extends Handle {
                 t.cancel(true); // (a grant that raced it is given back by the take)
             }
         });
-        takeSharedAsync(check(permits), out, taking);
+        takeSharedAsync(check(permits), out, taking, null);
         return out;
     }
 
-    /** {@link #takeShared} without a thread: the wait for this process's own permits is a scheduled retry. */
+    /**
+     * {@link #takeShared} without a thread: a wait for this process's own
+     * permits goes in line after the key's previous one, then asks again
+     * every 50 ms.
+     */
     private void takeSharedAsync(long permits, CompletableFuture<Boolean> out,
-            AtomicReference<CompletableFuture<Boolean>> taking) {
+            AtomicReference<CompletableFuture<Boolean>> taking, CompletableFuture<Void> inLine) {
         CompletableFuture<Boolean> t = takeAsync(permits, -1);
         taking.set(t);
         if (out.isDone()) {
@@ -143,8 +166,16 @@ public final class PadlockSemaphore extends Handle {
         t.whenComplete((v, e) -> {
             Throwable c = e == null ? null : Replies.cause(e);
             if (c instanceof DeadlockException d && ownOnly(d)) {
+                if (inLine == null) {
+                    // Its place in line, left when it ends in any way.
+                    CompletableFuture<Void> mine = new CompletableFuture<>();
+                    out.whenComplete((x, y) -> mine.complete(null));
+                    pad.ownPermitTail(key).getAndSet(mine)
+                            .whenComplete((x, y) -> takeSharedAsync(permits, out, taking, mine));
+                    return;
+                }
                 try {
-                    pad.scheduler.schedule(() -> takeSharedAsync(permits, out, taking), 50, TimeUnit.MILLISECONDS);
+                    pad.scheduler.schedule(() -> takeSharedAsync(permits, out, taking, inLine), 50, TimeUnit.MILLISECONDS);
                 } catch (java.util.concurrent.RejectedExecutionException closed) {
                     out.completeExceptionally(d);
                 }
