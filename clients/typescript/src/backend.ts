@@ -3,6 +3,8 @@
 // integer replies read as strings, so that fences are exact bigints
 // whatever a driver does with numbers.
 
+import type { RespConn } from "./tracking.js";
+
 export type Arg = string | number;
 
 export interface Conn {
@@ -26,6 +28,13 @@ export interface Backend {
   /** Whether a connection reconnects on its own, silently (glide): its
    * bindings are then checked by `CLIENT ID`, not `PING`. */
   silentReconnects?: boolean;
+  /** A cluster's: the backend of the primary that serves `key` (holds and
+   * waits then go node by node). */
+  nodeOf?(key: string): Promise<Backend>;
+  /** A cluster node's: mailboxes are one per slot (`slots.ts`), heard of
+   * through client tracking on the connection `tracking` opens. */
+  cluster?: boolean;
+  tracking?(limit: number): Promise<RespConn>;
 }
 
 /** Errors of a hold's own connection surface through its commands; a

@@ -13,7 +13,9 @@
 // ended with `CLIENT KILL ID` (when the user may run it; otherwise the
 // server drops the wait once glide closes the socket).
 
-import type { Arg, Backend, Conn } from "./backend.js";
+import type { Backend, Conn } from "./backend.js";
+import { keySlot, routeKey } from "./slots.js";
+import { RespConn, type TrackingOptions } from "./tracking.js";
 
 /** What padlock uses of a glide client: custom commands, and close. */
 interface GlideLike {
@@ -51,23 +53,28 @@ function normal(reply: unknown): unknown {
   return reply;
 }
 
-/** The key a command routes by: the first after `numkeys` for the
- * multi-key commands, the first argument otherwise. */
-function routeKey(args: Arg[]): string | undefined {
-  const name = String(args[0]).toUpperCase();
-  const at = name === "LOCK.MACQUIRE" || name === "LOCK.MRELEASE" ? 2 : 1;
-  return args.length > at ? String(args[at]) : undefined;
-}
-
 /** A `Backend` on valkey-glide: `factory` is `GlideClient` (standalone) or
  * `GlideClusterClient`, `config` what you would pass to its
  * `createClient` (addresses, credentials, TLS, ...). `cluster` says which,
- * where a bundler renamed the classes. */
+ * where a bundler renamed the classes.
+ *
+ * In a cluster, holds and waits go node by node (`nodeOf`): per primary a
+ * standalone `GlideClient` of padlock's own (the keeper) and a tracking
+ * connection (`tracking.ts`) that hears of the process's mailboxes there.
+ * A configuration that connection cannot be made from (IAM) leaves waits
+ * on glide connections of their own and holds watched by reads. */
 export function glide(
   factory: GlideFactory,
   config: Record<string, unknown>,
   cluster = factory.name === "GlideClusterClient",
 ): Backend {
+  const backend = glideOn(factory, config, cluster);
+  const tracking = cluster ? trackingOf(config) : undefined;
+  if (tracking !== undefined) backend.nodeOf = nodesOf(backend, config, tracking);
+  return backend;
+}
+
+function glideOn(factory: GlideFactory, config: Record<string, unknown>, cluster: boolean, onMoved?: () => void): Backend {
   const make = async () =>
     (await factory.createClient({ ...config, protocol: RESP2, requestTimeout: LONGEST } as never)) as GlideLike;
   const route = (key: string | undefined) =>
@@ -100,7 +107,9 @@ export function glide(
             }
             return normal(await made.customCommand(args.map(String), route(key)));
           } catch (e) {
-            throw translated(e);
+            const t = translated(e);
+            if (onMoved !== undefined && t instanceof ReplyError && t.message.includes("MOVED")) onMoved();
+            throw t;
           } finally {
             pending--;
           }
@@ -111,5 +120,84 @@ export function glide(
         },
       };
     },
+  };
+}
+
+/** The tracking connection's settings (but the address) matching a glide
+ * configuration, or undefined when none can match it (IAM). */
+function trackingOf(config: Record<string, unknown>): Omit<TrackingOptions, "host" | "port"> | undefined {
+  const o: Omit<TrackingOptions, "host" | "port"> = {};
+  const cred = config.credentials as { username?: string; password?: string; iamConfig?: unknown } | undefined;
+  if (cred !== undefined) {
+    if (cred.iamConfig !== undefined || cred.password === undefined) return undefined;
+    o.password = cred.password;
+    o.username = cred.username;
+  }
+  if (typeof config.clientName === "string") o.clientName = config.clientName;
+  if (config.useTLS === true) {
+    const adv = config.advancedConfiguration as
+      | { tlsAdvancedConfiguration?: { insecure?: boolean; rootCertificates?: string | Buffer } }
+      | undefined;
+    const t = adv?.tlsAdvancedConfiguration;
+    o.tls = { rejectUnauthorized: t?.insecure !== true, ...(t?.rootCertificates !== undefined ? { ca: t.rootCertificates } : {}) };
+  }
+  return o;
+}
+
+/** What `CLUSTER SLOTS` says: which primary serves which slots. */
+type Ranges = { start: number; end: number; host: string; port: number }[];
+
+/** `nodeOf` of a glide cluster backend: the slot map is fetched at the
+ * first lookup, and again once a node answered `MOVED` (as a cluster
+ * driver refreshes its own); a node's backend is made once. */
+function nodesOf(
+  clusterBackend: Backend,
+  config: Record<string, unknown>,
+  tracking: Omit<TrackingOptions, "host" | "port">,
+): (key: string) => Promise<Backend> {
+  let ranges: Ranges | undefined;
+  let fetching: Promise<Ranges> | undefined;
+  const nodes = new Map<string, Backend>();
+  const seed = (config.addresses as { host?: string }[] | undefined)?.[0]?.host ?? "127.0.0.1";
+  const resolve = config.addressResolver as ((h: string, p: number) => [string, number]) | undefined;
+  const fetch = async (): Promise<Ranges> => {
+    const conn = await clusterBackend.open();
+    try {
+      const rows = (await conn.call(["CLUSTER", "SLOTS"])) as [string, string, [string, string]][];
+      return rows.map(([start, end, [host, port]]) => ({
+        start: Number(start),
+        end: Number(end),
+        host: host === "" || host === "?" ? seed : host,
+        port: Number(port),
+      }));
+    } finally {
+      await conn.close();
+    }
+  };
+  return async (key) => {
+    const slot = keySlot(key);
+    if (ranges === undefined) {
+      fetching ??= fetch().finally(() => {
+        fetching = undefined;
+      });
+      ranges = await fetching;
+    }
+    const r = ranges.find((x) => x.start <= slot && slot <= x.end);
+    if (r === undefined) throw new ReplyError(`CLUSTERDOWN no node serves slot ${slot}`);
+    const [host, port] = resolve !== undefined ? resolve(r.host, r.port) : [r.host, r.port];
+    const name = `${host}:${port}`;
+    let node = nodes.get(name);
+    if (node === undefined) {
+      const { GlideClient } = (await import("@valkey/valkey-glide" as string)) as { GlideClient: GlideFactory };
+      const { periodicChecks: _p, pubsubSubscriptions: _s, ...rest } = config;
+      node = glideOn(GlideClient, { ...rest, addresses: [{ host, port }] }, false, () => {
+        ranges = undefined;
+      });
+      node.cluster = true;
+      node.mailbox = true;
+      node.tracking = (limit: number) => RespConn.open({ ...tracking, host, port }, limit);
+      nodes.set(name, node);
+    }
+    return node;
   };
 }

@@ -4,10 +4,9 @@
 // Everything but a wait goes through the client's shared connection
 // (`shared.ts`). `hold.ts` adds the rounds and the loss.
 
-import { type Arg, type Backend, type Client, type Conn, backendOf } from "./backend.js";
+import { type Arg, type Backend, type Client, backendOf } from "./backend.js";
 import { NotHeldError, errorText, isTryAgain, translate } from "./errors.js";
 import {
-  CallTimeoutError,
   Verdict,
   isServerError,
   isUnknownOption,
@@ -19,7 +18,7 @@ import {
 } from "./retry.js";
 import { currentHolder, gave, newHolder, took } from "./holders.js";
 import type { Hold, HoldOptions, AcquireOptions } from "./hold.js";
-import { type Keeper, collected, keeperOf, now, scheduler } from "./shared.js";
+import { type Keeper, collected, exchange, keeperOf, now, scheduler } from "./shared.js";
 import { type Mailman, mailWait, mailmanOf } from "./mailbox.js";
 
 // Older Node versions lack the symbol `await using` looks up.
@@ -42,8 +41,10 @@ export abstract class HoldCore {
   /** True once the hold was found lost (until the next fresh acquire). */
   lost = false;
   protected depth = 0;
-  protected readonly backend: Backend;
-  protected readonly keeper: Keeper;
+  /** The client's backend and keeper; in a cluster that routes node by
+   * node (`Backend.nodeOf`), those of the key's node once `route` ran. */
+  protected backend: Backend;
+  protected keeper: Keeper;
   /** What the finalizer needs without the hold (see `collected`): the
    * keeper while a lease of this hold may be bound to it, and while this
    * hold counts as one of its users. */
@@ -145,6 +146,7 @@ export abstract class HoldCore {
    * that failed or timed out is replaced. */
   protected call(args: Arg[], limit?: number, wait = false, signal?: AbortSignal): Promise<unknown> {
     const run = async () => {
+      await this.route();
       const m = this.mailman;
       if (m !== undefined && args.includes("KEEP") && (wait || args.includes("MAILBOX"))) {
         // Watched before it is sent: a loss is never mailed to nobody.
@@ -185,7 +187,7 @@ export abstract class HoldCore {
       }
       const conn = await this.backend.open(true);
       try {
-        return await this.exchange(conn, args, limit, signal);
+        return await exchange(conn, args, limit, signal);
       } catch (e) {
         throw translate(e);
       } finally {
@@ -197,11 +199,23 @@ export abstract class HoldCore {
     return result;
   }
 
+  /** In a cluster that routes node by node: this hold's backend, keeper
+   * and mailman become those of its key's node, before anything is sent. */
+  protected async route(): Promise<void> {
+    const nodeOf = this.backend.nodeOf;
+    if (nodeOf === undefined) return;
+    const node = await nodeOf(this.key);
+    if (this.backend.nodeOf === undefined) return; // routed meanwhile
+    this.backend = node;
+    this.keeper = keeperOf(node, node);
+    this.mailman = node.mailbox !== false ? mailmanOf(this.keeper, node) : undefined;
+  }
+
   /** One command on the shared connection, after those before it. */
   protected async onKeeper(args: Arg[], limit: number | undefined): Promise<{ reply: unknown; epoch: number }> {
     return this.keeper.call(async (conn) => {
       try {
-        return await this.exchange(conn, args, limit);
+        return await exchange(conn, args, limit);
       } catch (e) {
         // A failed or silent shared connection is replaced (its holds bind
         // again on their next round).
@@ -226,30 +240,6 @@ export abstract class HoldCore {
     if (this.depth === 0 || !this.watching) return;
     this.mailedLost = why;
     scheduler.add(this, now(), this.gen);
-  }
-
-  /** One command on `conn`, cut at `limit` ms or when `signal` aborts. */
-  protected async exchange(conn: Conn, args: Arg[], limit: number | undefined, signal?: AbortSignal): Promise<unknown> {
-    {
-      let timer: NodeJS.Timeout | undefined;
-      let onAbort: (() => void) | undefined;
-      const cut = new Promise<never>((_, reject) => {
-        if (limit !== undefined) {
-          timer = setTimeout(() => reject(new CallTimeoutError(`no reply to ${String(args[0])} within ${limit} ms`)), limit);
-        }
-        if (signal !== undefined) {
-          onAbort = () => reject(signal.reason ?? new Error("aborted"));
-          if (signal.aborted) onAbort();
-          else signal.addEventListener("abort", onAbort, { once: true });
-        }
-      });
-      try {
-        return await Promise.race([conn.call(args), cut]);
-      } finally {
-        clearTimeout(timer);
-        if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
-      }
-    }
   }
 
   /** One changing request with one request-id, sent until answered or
@@ -330,6 +320,7 @@ export abstract class HoldCore {
       if (this.keep) args.push("KEEP");
       return args;
     };
+    await this.route();
     if (this.box.user === undefined) {
       this.keeper.use();
       this.box.user = this.keeper;

@@ -10,6 +10,7 @@ import { gave } from "./holders.js";
 import { collected, now, scheduler } from "./shared.js";
 import { HoldCore, noMailbox } from "./hold-core.js";
 import { asMap } from "./replies.js";
+import { routeKey } from "./slots.js";
 import { type Replicas, type ReplicasOptions, counted, replicasOf, waitCommands } from "./replicas.js";
 
 export interface HoldOptions {
@@ -177,7 +178,7 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
     for (const args of this.extendArgs()) {
       if (this.keep) args.push("KEEP");
       const m = this.keep ? this.mailman : undefined;
-      if (m !== undefined) args.push("MAILBOX", m.mailbox);
+      if (m !== undefined) args.push("MAILBOX", m.box(routeKey(args) ?? this.key));
       try {
         try {
           await this.send(() => args, "renew", deadline);

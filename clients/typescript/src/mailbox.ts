@@ -8,8 +8,11 @@
 
 import { randomBytes } from "node:crypto";
 import type { Arg, Backend, Conn } from "./backend.js";
-import { PadlockError } from "./errors.js";
+import { PadlockError, translate } from "./errors.js";
+import { isServerError } from "./retry.js";
 import { type Keeper, now, within } from "./shared.js";
+import { routeKey, slotBox } from "./slots.js";
+import { type RespConn, type Resp, invalidated, isPong } from "./tracking.js";
 
 /** An error the server mailed as a wait's outcome (`-` and its line). */
 export class MailedError extends PadlockError {
@@ -60,10 +63,27 @@ export class Mailman {
    * loss posted before it has been handed to its hold. */
   private clearAt = -Infinity;
 
+  /** In a cluster (a glide node's backend): a mailbox per slot, those
+   * named so far, heard of through tracking; when the latest PING went. */
+  private readonly cluster: boolean;
+  private readonly boxes = new Set<string>();
+  private pinged = -Infinity;
+
   constructor(
     private readonly backend: Backend,
     readonly keeper: Keeper,
-  ) {}
+  ) {
+    this.cluster = backend.cluster === true && backend.tracking !== undefined;
+  }
+
+  /** The mailbox of a request on `key`: the process's, or in a cluster
+   * that of the key's slot. */
+  box(key: string): string {
+    if (!this.cluster) return this.mailbox;
+    const name = slotBox(`${this.mailbox}:`, key);
+    this.boxes.add(name);
+    return name;
+  }
 
   /** Since when the holds bound to the keeper with this mailbox are known
    * to live: their binding was there when the keeper last answered, and no
@@ -126,6 +146,7 @@ export class Mailman {
   }
 
   private async run(): Promise<void> {
+    if (this.cluster) return this.runTracking();
     let conn: Conn | undefined;
     try {
       for (;;) {
@@ -164,6 +185,94 @@ export class Mailman {
       }
     } finally {
       await conn?.close().catch(() => undefined);
+    }
+  }
+
+  // -- in a cluster: writes to the slots' mailboxes heard through tracking --
+
+  private async runTracking(): Promise<void> {
+    let conn: RespConn | undefined;
+    try {
+      for (;;) {
+        this.prune();
+        if (this.slots.size === 0 && this.watched.size === 0) return;
+        try {
+          if (conn === undefined) {
+            conn = await (this.backend.tracking as (limit: number) => Promise<RespConn>)(TIMEOUT);
+            await this.subscribe(conn);
+          }
+          await this.hear(conn, this.poll);
+        } catch {
+          conn?.close();
+          conn = undefined;
+          this.epoch++;
+          for (const slot of this.slots.values()) slot.wake();
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+    } finally {
+      conn?.close();
+    }
+  }
+
+  /** Tracks every mailbox of this process on `conn` itself, then drains
+   * those named so far: a post made before the subscription took is popped
+   * now, any later one is heard of. */
+  private async subscribe(conn: RespConn): Promise<void> {
+    const id = await conn.command(["CLIENT", "ID"], TIMEOUT);
+    await conn.command(["CLIENT", "TRACKING", "ON", "REDIRECT", String(id), "BCAST", "PREFIX", `${this.mailbox}:`], TIMEOUT);
+    const sent = now();
+    await conn.command(["SUBSCRIBE", "__redis__:invalidate"], TIMEOUT);
+    for (const box of [...this.boxes]) await this.drain(box);
+    this.clearAt = Math.max(this.clearAt, sent);
+    this.pinged = sent;
+  }
+
+  /** Hands on what the mailboxes named by invalidations hold, and pings
+   * `conn` once per `poll`: its PONG comes after the invalidations of every
+   * post made before the previous PING was served (they go out at the end
+   * of that event-loop turn), so all of those were handed on. */
+  private async hear(conn: RespConn, poll: number): Promise<void> {
+    const wait = this.pinged + poll - now();
+    if (wait > 0) {
+      const message = await conn.next(wait);
+      if (message !== undefined) await this.notice(message);
+      return;
+    }
+    const sent = now();
+    conn.send(["PING"]);
+    for (;;) {
+      const message = await conn.next(TIMEOUT);
+      if (message === undefined) throw new Error("no PONG within the timeout");
+      if (isPong(message)) break;
+      await this.notice(message);
+    }
+    this.clearAt = Math.max(this.clearAt, this.pinged);
+    this.pinged = sent;
+    if (this.keeper.aliveAt < now() - poll) await this.keeper.ping(TIMEOUT);
+  }
+
+  private async notice(message: Resp): Promise<void> {
+    const keys = invalidated(message);
+    const named = keys === undefined ? [...this.boxes] : keys.filter((k) => this.boxes.has(k));
+    for (const box of named) await this.drain(box);
+  }
+
+  /** Pops `box` on the keeper until it is empty. */
+  private async drain(box: string): Promise<void> {
+    for (;;) {
+      const { reply } = await this.keeper.call(async (conn) => {
+        try {
+          return await within(conn.call(["LMPOP", 1, box, "LEFT", "COUNT", DRAIN]), TIMEOUT);
+        } catch (e) {
+          // A failed or silent keeper is replaced (see `HoldCore.onKeeper`).
+          if (!isServerError(translate(e))) await this.keeper.reset();
+          throw e;
+        }
+      }, TIMEOUT);
+      const elements = popped(reply as unknown[] | null);
+      for (const e of elements) this.deliver(e);
+      if (elements.length < DRAIN) return;
     }
   }
 }
@@ -212,7 +321,7 @@ export async function mailWait(
   const rid = String(args[args.indexOf("ID") + 1]);
   const at = args.indexOf("BLOCK");
   const ms = Number(args[at + 1]);
-  args.splice(at + 2, 0, "MAILBOX", m.mailbox);
+  args.splice(at + 2, 0, "MAILBOX", m.box(routeKey(args) ?? ""));
   let wake: () => void = () => undefined;
   const slot = m.register(rid, () => wake());
   try {

@@ -3,7 +3,7 @@
 // carries their commands and `KEEP` bindings. A thousand holds are one
 // timer and one connection, plus a connection for each wait while it waits.
 
-import type { Backend, Client, Conn } from "./backend.js";
+import type { Arg, Backend, Client, Conn } from "./backend.js";
 import { CallTimeoutError } from "./retry.js";
 
 /** Monotonic milliseconds. */
@@ -272,6 +272,28 @@ export async function within<T>(p: Promise<T>, ms: number): Promise<T> {
     return await Promise.race([p, cut]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** One command on `conn`, cut at `limit` ms or when `signal` aborts. */
+export async function exchange(conn: Conn, args: Arg[], limit: number | undefined, signal?: AbortSignal): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const cut = new Promise<never>((_, reject) => {
+    if (limit !== undefined) {
+      timer = setTimeout(() => reject(new CallTimeoutError(`no reply to ${String(args[0])} within ${limit} ms`)), limit);
+    }
+    if (signal !== undefined) {
+      onAbort = () => reject(signal.reason ?? new Error("aborted"));
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    }
+  });
+  try {
+    return await Promise.race([conn.call(args), cut]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
   }
 }
 

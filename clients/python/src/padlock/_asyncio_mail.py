@@ -287,15 +287,34 @@ class Source:
         self.glide = client if isinstance(client, Driver) else None
         self.pool = None if isinstance(client, (RedisCluster, Driver)) else client.connection_pool
         # In a cluster a mailbox per slot, heard of through tracking
-        # (`_slots`); glide's cluster has no connection of padlock's to
-        # track on: a wait there holds one of its own, as on a server
+        # (`_slots`; on glide's cluster, a redis-py connection per node:
+        # `_glide_nodes`). A glide configuration no such connection can be
+        # made from: a wait holds a connection of its own, as on a server
         # without `MAILBOX`.
-        self.cluster = isinstance(client, RedisCluster)
-        self.mailbox = self.glide is None or not self.glide.cluster
+        glide_cluster = self.glide is not None and self.glide.cluster
+        self.cluster = isinstance(client, RedisCluster) or glide_cluster
+        self.mailbox = not glide_cluster or self.glide is not None and self.glide.tracks()
+
+    async def _glide(self) -> Any:
+        """The glide driver of the key's server: on a cluster, its node's."""
+        assert self.glide is not None
+        if not self.glide.tracks():
+            return self.glide
+        if self.node is None:
+            self.node = await self.glide.node(self.key)
+        return self.node
+
+    async def _mail_make(self) -> Callable[..., Awaitable[Any]]:
+        """How the mailman's connection is made: on glide's cluster, the
+        node's redis-py tracking connection."""
+        if self.glide is not None and self.glide.tracks():
+            return (await self._glide()).tracking_make  # type: ignore[no-any-return]
+        return self.make
 
     async def _where(self) -> tuple[Any, dict[str, Any], str]:
         if self.glide is not None:
-            return None, {}, ""
+            g = await self._glide()
+            return None, {}, "" if g is self.glide else str(g.config.addresses[0].port) + "@" + str(g.config.addresses[0].host)
         if self.pool is not None:
             return self.pool.connection_class, dict(self.pool.connection_kwargs), ""
         if self.node is None:
@@ -305,7 +324,7 @@ class Source:
 
     async def make(self, **override: Any) -> Any:
         if self.glide is not None:
-            return self.glide.connection()
+            return (await self._glide()).connection()
         cls, kw, _ = await self._where()
         kw.update(override)
         return cls(**kw)
@@ -317,7 +336,7 @@ class Source:
     async def mailman(self) -> Optional[Mailman]:
         """The mailman of the key's server, when waits and losses go
         through a mailbox there."""
-        return mailman(await self.keeper(), self.make, self.cluster) if self.mailbox else None
+        return mailman(await self.keeper(), await self._mail_make(), self.cluster) if self.mailbox else None
 
     def no_mailbox(self, e: Exception) -> bool:
         """Whether `e` says the server has no `MAILBOX` (an older build of
@@ -336,7 +355,7 @@ class Source:
         if self.mailbox and "ID" in args and "BLOCK" in args:
             k = await self.keeper()
             try:
-                return await mail_wait(k, mailman(k, self.make, self.cluster), list(args), give_back)
+                return await mail_wait(k, mailman(k, await self._mail_make(), self.cluster), list(args), give_back)
             except redis.ResponseError as e:
                 if not self.no_mailbox(e):
                     raise

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import threading
 from typing import Any, Optional, Sequence
 
 import redis
+
+from ._glide_nodes import SlotMap, TrackingPool, async_tracking, node_config, tracking_kwargs
+from ._slots import key_slot
 
 #: glide's longest request timeout (ms, a signed 32-bit int).
 LONGEST_MS = 2**31 - 1
@@ -48,6 +52,29 @@ class _Driver:
         cfg.protocol = glide_shared.ProtocolVersion.RESP2
         cfg.request_timeout = LONGEST_MS
         self.config = cfg
+        #: In a cluster: the slot map, the drivers of its nodes, and the
+        #: tracking connection's settings (None: none can be made).
+        self.slots = SlotMap()
+        self.nodes: dict[tuple[str, int], Any] = {}
+        self.tracking = tracking_kwargs(cfg) if self.cluster else None
+        #: A node's driver: the cluster's, whose slot map a `MOVED` stales.
+        self.parent: Optional[_Driver] = None
+        #: A node's tracking connection: its pool (blocking) or maker (asyncio).
+        self.tracking_pool: Any = None
+        self.tracking_make: Any = None
+
+    def tracks(self) -> bool:
+        """Whether a cluster's waits and losses can go through mailboxes
+        (a tracking connection per node can be made)."""
+        return self.cluster and self.tracking is not None
+
+    def _seed(self) -> str:
+        return str(self.config.addresses[0].host)
+
+    def _node_driver(self, factory: Any, host: str, port: int) -> Any:
+        d = type(self)(factory, node_config(self.config, host, port, self._g))
+        d.parent = self
+        return d
 
     def command(self, args: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
         """The command's arguments as glide takes them, and its route (in a
@@ -68,6 +95,8 @@ class _Driver:
         if isinstance(e, (g.ConnectionError, g.ClosingError)):
             return redis.ConnectionError(str(e))
         if isinstance(e, g.RequestError):
+            if self.parent is not None and "MOVED" in str(e):
+                self.parent.slots.forget()
             return redis.ResponseError(str(e))
         return e
 
@@ -84,6 +113,24 @@ class Glide(_Driver):
 
     def connection(self) -> "GlideConnection":
         return GlideConnection(self)
+
+    async def node(self, key: Any) -> "Glide":
+        """The driver of the primary that serves `key` (a cluster's)."""
+        import glide
+
+        slot = key_slot(key)
+        where = None if self.slots.stale() else self.slots.find(slot)
+        if where is None:
+            self.slots.load(await self.execute_command("CLUSTER", "SLOTS"), self._seed())
+            where = self.slots.find(slot)
+            if where is None:
+                raise redis.ResponseError(f"CLUSTERDOWN no node serves slot {slot}")
+        d = self.nodes.get(where)
+        if d is None:
+            d = self.nodes[where] = self._node_driver(glide.GlideClient, *where)
+            assert self.tracking is not None
+            d.tracking_make = async_tracking(where[0], where[1], self.tracking)
+        return d  # type: ignore[no-any-return]
 
     async def execute_command(self, *args: Any) -> Any:
         """A one-off command (`info`, `graph`, ...) on a client of its own."""
@@ -130,6 +177,26 @@ class GlideSync(_Driver):
     def __init__(self, factory: Any, config: Any) -> None:
         super().__init__(factory, config)
         self.connection_pool = _Pool(self)
+        self._nodes_lock = threading.Lock()
+
+    def node(self, key: Any) -> "GlideSync":
+        """The driver of the primary that serves `key` (a cluster's)."""
+        import glide_sync
+
+        slot = key_slot(key)
+        with self._nodes_lock:
+            where = None if self.slots.stale() else self.slots.find(slot)
+            if where is None:
+                self.slots.load(self.execute_command("CLUSTER", "SLOTS"), self._seed())
+                where = self.slots.find(slot)
+                if where is None:
+                    raise redis.ResponseError(f"CLUSTERDOWN no node serves slot {slot}")
+            d = self.nodes.get(where)
+            if d is None:
+                d = self.nodes[where] = self._node_driver(glide_sync.GlideClient, *where)
+                assert self.tracking is not None
+                d.tracking_pool = TrackingPool(where[0], where[1], self.tracking)
+            return d  # type: ignore[no-any-return]
 
     def execute_command(self, *args: Any) -> Any:
         conn = GlideSyncConnection(self)

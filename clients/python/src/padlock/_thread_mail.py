@@ -269,7 +269,8 @@ def mailman(client: Any, k: Keeper, cluster: bool = False) -> Mailman:
     with _MAILMEN_LOCK:
         m = _MAILMEN.get(k)
         if m is None:
-            m = _MAILMEN[k] = Mailman(client.connection_pool, k, cluster)
+            pool = getattr(client, "tracking_pool", None) or client.connection_pool
+            m = _MAILMEN[k] = Mailman(pool, k, cluster)
         return m
 
 
@@ -281,11 +282,13 @@ class Source:
     def __init__(self, client: Any, key: str) -> None:
         self.client = node(client, key)
         # In a cluster a mailbox must share the slot of the request's key:
-        # a mailbox per slot, heard of through tracking (`_slots`); glide
-        # has no connection of padlock's to track on, so there a wait holds
+        # a mailbox per slot, heard of through tracking (`_slots`; on glide's
+        # cluster, a redis-py connection per node: `_glide_nodes`). A glide
+        # configuration no such connection can be made from: a wait holds
         # a connection of its own, as on a server without `MAILBOX`.
-        self.cluster = isinstance(client, RedisCluster)
-        self.mailbox = not (isinstance(client, Driver) and client.cluster)
+        glide_cluster = isinstance(client, Driver) and client.cluster
+        self.cluster = isinstance(client, RedisCluster) or glide_cluster
+        self.mailbox = not glide_cluster or client.tracks()
 
     def keeper(self) -> Keeper:
         return keeper(self.client)

@@ -287,6 +287,8 @@ def node(client: Any, key: str) -> Any:
     if isinstance(client, RedisCluster):
         cluster: Any = client  # redis-py leaves these two untyped
         return cluster.get_redis_connection(cluster.get_node_from_key(key))
+    if isinstance(client, Driver) and client.tracks():
+        return client.node(key)  # glide's cluster: a client per node of padlock's own
     return client
 
 
