@@ -44,24 +44,41 @@ def start_cluster(n=3, extra=()):
     raise RuntimeError("the cluster did not form")
 
 
-async def asyncio_cluster(nodes, n, k):
+class GlidePing:
+    """The application's own glide cluster client, pinged like redis-py's."""
+
+    def __init__(self, client):
+        self.client = client
+
+    async def ping(self):
+        await self.client.ping()
+
+
+async def asyncio_cluster(nodes, n, k, on_glide=False):
     from redis.asyncio.cluster import RedisCluster
 
     from padlock import aio
 
-    app = RedisCluster(host="127.0.0.1", port=nodes[0].port)
-    await app.ping(target_nodes=RedisCluster.ALL_NODES)
+    if on_glide:
+        import glide
+
+        cfg = glide.GlideClusterClientConfiguration([glide.NodeAddress("127.0.0.1", nodes[0].port)])
+        own = await glide.GlideClusterClient.create(cfg)
+        app, locks = GlidePing(own), aio.glide(glide.GlideClusterClient, cfg)
+    else:
+        app = locks = RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        await app.ping(target_nodes=RedisCluster.ALL_NODES)
     raws = [s.client() for s in nodes]
     base = [len(r.client_list()) for r in raws]
     keys = [f"hot:{i}" for i in range(k)]
-    owners = [aio.Lock(app, key, ttl=60, holder="owner") for key in keys]
+    owners = [aio.Lock(locks, key, ttl=60, holder="owner") for key in keys]
     for o in owners:
         await o.acquire()
     order = {key: [] for key in keys}
 
     async def waiter(i):
         key = keys[i % k]
-        lock = aio.Lock(app, key, ttl=60)
+        lock = aio.Lock(locks, key, ttl=60)
         await lock.acquire()
         order[key].append(i)
         await lock.release()
@@ -92,9 +109,10 @@ async def asyncio_cluster(nodes, n, k):
     await asyncio.gather(*tasks)
     served = time.perf_counter() - t0
     pinged = await pinger.stop()
-    await app.aclose()
+    await (own.close() if on_glide else app.aclose())
     fifo = all(order[key] == sorted(order[key]) for key in keys)
-    return {"client": "Python asyncio, 3-master cluster", "waiters": n, "keys": k,
+    name = "Python asyncio on valkey-glide" if on_glide else "Python asyncio (redis-py)"
+    return {"client": f"{name}, 3-master cluster", "waiters": n, "keys": k,
             "connections_per_master": max(conns), "fifo": fifo,
             **pinged, "served_s": served}
 
@@ -117,7 +135,12 @@ def formatted(rows):
 def measure(n, k):
     nodes = start_cluster(extra=["--padlock.max-waiters-per-key", str(max(n, 10000))])
     try:
-        return [asyncio.run(asyncio_cluster(nodes, n, k))]
+        rows = [asyncio.run(asyncio_cluster(nodes, n, k))]
+        try:
+            import glide  # noqa: F401 - the optional driver
+        except ImportError:
+            return rows
+        return rows + [asyncio.run(asyncio_cluster(nodes, n, k, on_glide=True))]
     finally:
         for s in nodes:
             s.stop()
