@@ -146,7 +146,7 @@ export abstract class HoldCore {
    * that failed or timed out is replaced. */
   protected call(args: Arg[], limit?: number, wait = false, signal?: AbortSignal): Promise<unknown> {
     const run = async () => {
-      await this.route();
+      if (this.backend.nodeOf !== undefined) await this.route();
       const m = this.mailman;
       if (m !== undefined && args.includes("KEEP") && (wait || args.includes("MAILBOX"))) {
         // Watched before it is sent: a loss is never mailed to nobody.
@@ -320,7 +320,7 @@ export abstract class HoldCore {
       if (this.keep) args.push("KEEP");
       return args;
     };
-    await this.route();
+    if (this.backend.nodeOf !== undefined) await this.route();
     if (this.box.user === undefined) {
       this.keeper.use();
       this.box.user = this.keeper;

@@ -173,19 +173,23 @@ export class Mailman {
           this.clearAt = Math.max(this.clearAt, sent);
           if (this.keeper.aliveAt < now() - poll) await this.keeper.ping(TIMEOUT);
         } catch {
-          // The waits are told (they are sent again), and the mailbox is
-          // read on a new connection.
           const old = conn;
           conn = undefined;
           await old?.close().catch(() => undefined);
-          this.epoch++;
-          for (const slot of this.slots.values()) slot.wake();
-          await new Promise((resolve) => setTimeout(resolve, 50));
+          await this.failed();
         }
       }
     } finally {
       await conn?.close().catch(() => undefined);
     }
+  }
+
+  /** The mailbox connection failed: the waits are told (they are sent
+   * again), and the mailbox is read on a new connection. */
+  private async failed(): Promise<void> {
+    this.epoch++;
+    for (const slot of this.slots.values()) slot.wake();
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 
   // -- in a cluster: writes to the slots' mailboxes heard through tracking --
@@ -205,9 +209,7 @@ export class Mailman {
         } catch {
           conn?.close();
           conn = undefined;
-          this.epoch++;
-          for (const slot of this.slots.values()) slot.wake();
-          await new Promise((resolve) => setTimeout(resolve, 50));
+          await this.failed();
         }
       }
     } finally {

@@ -71,9 +71,28 @@ class _Driver:
     def _seed(self) -> str:
         return str(self.config.addresses[0].host)
 
-    def _node_driver(self, factory: Any, host: str, port: int) -> Any:
-        d = type(self)(factory, node_config(self.config, host, port, self._g))
-        d.parent = self
+    def _cached(self, key: Any) -> Optional[tuple[str, int]]:
+        """The primary serving `key`'s slot, if the slot map is fresh."""
+        return None if self.slots.stale() else self.slots.find(key_slot(key))
+
+    def _loaded(self, reply: Any, key: Any) -> tuple[str, int]:
+        """`CLUSTER SLOTS`' reply taken as the slot map: `key`'s primary."""
+        self.slots.load(reply, self._seed())
+        where = self.slots.find(key_slot(key))
+        if where is None:
+            raise redis.ResponseError(f"CLUSTERDOWN no node serves slot {key_slot(key)}")
+        return where
+
+    def _node_at(self, where: tuple[str, int], factory: Any) -> Any:
+        """The driver of the primary at `where` (made once): a standalone
+        glide client, and its tracking connection's settings."""
+        d = self.nodes.get(where)
+        if d is None:
+            d = self.nodes[where] = type(self)(factory, node_config(self.config, *where, self._g))
+            d.parent = self
+            assert self.tracking is not None
+            d.tracking_pool = TrackingPool(*where, self.tracking)
+            d.tracking_make = async_tracking(*where, self.tracking)
         return d
 
     def command(self, args: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
@@ -118,19 +137,8 @@ class Glide(_Driver):
         """The driver of the primary that serves `key` (a cluster's)."""
         import glide
 
-        slot = key_slot(key)
-        where = None if self.slots.stale() else self.slots.find(slot)
-        if where is None:
-            self.slots.load(await self.execute_command("CLUSTER", "SLOTS"), self._seed())
-            where = self.slots.find(slot)
-            if where is None:
-                raise redis.ResponseError(f"CLUSTERDOWN no node serves slot {slot}")
-        d = self.nodes.get(where)
-        if d is None:
-            d = self.nodes[where] = self._node_driver(glide.GlideClient, *where)
-            assert self.tracking is not None
-            d.tracking_make = async_tracking(where[0], where[1], self.tracking)
-        return d  # type: ignore[no-any-return]
+        where = self._cached(key) or self._loaded(await self.execute_command("CLUSTER", "SLOTS"), key)
+        return self._node_at(where, glide.GlideClient)  # type: ignore[no-any-return]
 
     async def execute_command(self, *args: Any) -> Any:
         """A one-off command (`info`, `graph`, ...) on a client of its own."""
@@ -183,20 +191,9 @@ class GlideSync(_Driver):
         """The driver of the primary that serves `key` (a cluster's)."""
         import glide_sync
 
-        slot = key_slot(key)
         with self._nodes_lock:
-            where = None if self.slots.stale() else self.slots.find(slot)
-            if where is None:
-                self.slots.load(self.execute_command("CLUSTER", "SLOTS"), self._seed())
-                where = self.slots.find(slot)
-                if where is None:
-                    raise redis.ResponseError(f"CLUSTERDOWN no node serves slot {slot}")
-            d = self.nodes.get(where)
-            if d is None:
-                d = self.nodes[where] = self._node_driver(glide_sync.GlideClient, *where)
-                assert self.tracking is not None
-                d.tracking_pool = TrackingPool(where[0], where[1], self.tracking)
-            return d  # type: ignore[no-any-return]
+            where = self._cached(key) or self._loaded(self.execute_command("CLUSTER", "SLOTS"), key)
+            return self._node_at(where, glide_sync.GlideClient)  # type: ignore[no-any-return]
 
     def execute_command(self, *args: Any) -> Any:
         conn = GlideSyncConnection(self)
