@@ -37,23 +37,24 @@ def cap(key):
     return LIMIT if key == "s" else 1
 
 
-def others(r, me):
-    """The ids of the server's normal connections but `me`."""
+def others(r, me, kinds):
+    """The ids of the server's connections of `kinds` but `me`."""
     out = []
-    for line in r.execute_command("CLIENT", "LIST", "TYPE", "normal").decode().splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        if fields["id"] != str(me):
-            out.append(fields["id"])
+    for kind in kinds:
+        for line in r.execute_command("CLIENT", "LIST", "TYPE", kind).decode().splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if fields["id"] != str(me):
+                out.append(fields["id"])
     return out
 
 
-def storm(r, stop, kills):
+def storm(r, stop, kills, kinds):
     """Kills one of the other connections every 20-120 ms."""
     rng = random.Random(7)
     me = r.client_id()
     while not stop.is_set():
         time.sleep(rng.uniform(0.02, 0.12))
-        ids = others(r, me)
+        ids = others(r, me, kinds)
         if ids:
             r.execute_command("CLIENT", "KILL", "ID", rng.choice(ids))
             kills.append(1)
@@ -120,10 +121,12 @@ def work(rng):
     return rng.uniform(TTL * 1.2, TTL * 1.8) if rng.random() < LONG else rng.uniform(0, 0.004)
 
 
-def run_storm(server, r, body):
+def run_storm(server, r, body, kinds=("normal",)):
+    """`body` while connections of `kinds` are killed (`pubsub` too: a
+    cluster's tracking connections)."""
     stop = threading.Event()
     kills: list[int] = []
-    killer = threading.Thread(target=storm, args=(server.client(), stop, kills))
+    killer = threading.Thread(target=storm, args=(server.client(), stop, kills, kinds))
     killer.start()
     try:
         check = body()
@@ -135,12 +138,14 @@ def run_storm(server, r, body):
     assert check.sections > 20, check.sections
     print(f"sections {check.sections}, lost {check.lost}, kills {len(kills)}")
     # Nothing is left held or queued once every section released.
-    assert wait_for(lambda: r.exists(*LOCKS, "s") == 0), [r.execute_command("LOCK.INFO", k) for k in LOCKS]
+    # (Key by key: in a cluster they are in different slots.)
+    assert wait_for(lambda: sum(r.exists(k) for k in (*LOCKS, "s")) == 0), [r.execute_command("LOCK.INFO", k)
+                                                                           for k in LOCKS]
     assert wait_for(lambda: r.info("padlock")["padlock_mailbox_waiters"] == 0)
 
 
-def test_threads_through_a_storm_of_killed_connections(server, r):
-    client = server.client()
+def thread_storm(server, r, client, kinds=("normal",)):
+    """WORKERS threads on `client` through a storm."""
     check = Checker()
     deadline = time.time() + SECONDS
 
@@ -173,15 +178,16 @@ def test_threads_through_a_storm_of_killed_connections(server, r):
         assert not any(w.is_alive() for w in workers), "a worker hung"
         return check
 
-    run_storm(server, r, body)
-    client.close()
+    run_storm(server, r, body, kinds)
 
 
-def test_tasks_through_a_storm_of_killed_connections(server, r):
+def task_storm(server, r, make_client, kinds=("normal",)):
+    """WORKERS asyncio tasks on the client `make_client()` returns (and
+    closes, `aclose`, if it can) through a storm."""
     check = Checker()
 
     async def main():
-        client = redis.asyncio.Redis(port=server.port)
+        client = make_client()
         deadline = time.time() + SECONDS
 
         async def worker(n):
@@ -199,7 +205,18 @@ def test_tasks_through_a_storm_of_killed_connections(server, r):
                 check.given_back(key, hold, failed)
 
         await asyncio.wait_for(asyncio.gather(*(worker(n) for n in range(WORKERS))), SECONDS + 30)
-        await client.aclose()
+        if hasattr(client, "aclose"):
+            await client.aclose()
         return check
 
-    run_storm(server, r, lambda: asyncio.run(main()))
+    run_storm(server, r, lambda: asyncio.run(main()), kinds)
+
+
+def test_threads_through_a_storm_of_killed_connections(server, r):
+    client = server.client()
+    thread_storm(server, r, client)
+    client.close()
+
+
+def test_tasks_through_a_storm_of_killed_connections(server, r):
+    task_storm(server, r, lambda: redis.asyncio.Redis(port=server.port))
