@@ -6,11 +6,14 @@
 // queued at the end. Some sections outlive the ttl, held only through the
 // client binding the lease again after each kill.
 
-import { test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
-import { Lock, Semaphore } from "../src/index.js";
+import { Lock, Semaphore, glide } from "../src/index.js";
 import { TestServer, sleep, useServer } from "./server.js";
+
+Logger.setLoggerConfig("off");
 
 let server: TestServer;
 let r: Redis;
@@ -34,9 +37,10 @@ function random(seed: number): () => number {
   };
 }
 
-test("workers through a storm of killed connections", async () => {
-  const client = server.ioredis();
-  const killer = server.ioredis();
+/** Six workers on `client` while connections of `kinds` on `at` are
+ * killed (`pubsub` too: a cluster's tracking connections); `r` reads. */
+async function storm(at: TestServer, r: Redis, client: object, kinds: string[]): Promise<void> {
+  const killer = at.ioredis();
   const me = String(await killer.call("CLIENT", "ID"));
   const mine = String(await r.call("CLIENT", "ID"));
   const problems: string[] = [];
@@ -52,7 +56,10 @@ test("workers through a storm of killed connections", async () => {
     const rng = random(7);
     while (Date.now() < end) {
       await sleep(20 + rng() * 100);
-      const ids = String(await killer.call("CLIENT", "LIST", "TYPE", "normal"))
+      const lists = await Promise.all(kinds.map((kind) => killer.call("CLIENT", "LIST", "TYPE", kind)));
+      const ids = lists
+        .map(String)
+        .join("\n")
         .trim()
         .split("\n")
         .map((line) => /(?:^| )id=(\d+)/.exec(line)?.[1] ?? "")
@@ -109,10 +116,35 @@ test("workers through a storm of killed connections", async () => {
   const lost = [...heldAtEnd.values()].filter((h) => !h).length;
   console.log(`sections ${sections}, lost ${lost}, kills ${kills}`);
   const quiet = async () =>
-    (await r.exists("a", "b", "s")) === 0 && /padlock_mailbox_waiters:0\r?\n/.test(String(await r.call("INFO", "padlock")));
+    (await r.exists("a")) + (await r.exists("b")) + (await r.exists("s")) === 0 && /padlock_mailbox_waiters:0\r?\n/.test(String(await r.call("INFO", "padlock")));
   let settled = await quiet();
   for (let i = 0; i < 100 && !settled; i++) settled = (await sleep(50), await quiet());
   assert.ok(settled, "nothing left held or queued");
-  client.disconnect();
   killer.disconnect();
+}
+
+test("workers through a storm of killed connections", async () => {
+  const client = server.ioredis();
+  await storm(server, r, client, ["normal"]);
+  client.disconnect();
+});
+
+describe("on glide's cluster client", () => {
+  let node: TestServer;
+  let admin: Redis;
+  before(async () => {
+    node = await TestServer.start(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    admin = node.ioredis();
+    await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
+    for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+  });
+  after(async () => {
+    admin.disconnect();
+    await node.stop();
+  });
+
+  test("workers through a storm that kills keepers, waits and tracking connections", async () => {
+    const client = glide(GlideClusterClient, { addresses: [{ host: "127.0.0.1", port: node.port }] });
+    await storm(node, admin, client, ["normal", "pubsub"]);
+  });
 });
