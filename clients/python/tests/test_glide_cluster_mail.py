@@ -5,6 +5,7 @@ masters, keys of many slots on each: at most two connections of padlock's
 per node, whatever the number of waits and holds."""
 
 import asyncio
+import os
 import threading
 import time
 
@@ -194,3 +195,78 @@ def test_tracking_settings_follow_the_glide_configuration():
     assert tracking_kwargs(pem) is None
     d = glide(g.GlideClusterClient, pem)
     assert not d.tracks(), "such a cluster waits on a connection of its own, as before"
+
+
+@pytest.fixture
+def tls_cluster(tmp_path):
+    """A one-node cluster on TLS only, with a password: certificates made
+    with `openssl` for a CA of the test's own."""
+    import shutil
+    import subprocess
+
+    from harness import SO, free_port
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make certificates with")
+    d = str(tmp_path)
+
+    def ssl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=padlock-test-ca")
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1")
+    (tmp_path / "ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    ssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+        "srv.crt", "-days", "2", "-extfile", "ext")
+    port = free_port(cluster=True)
+    binary = os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
+    proc = subprocess.Popen(
+        [binary, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+         "--tls-cert-file", "srv.crt", "--tls-key-file", "srv.key", "--tls-ca-cert-file", "ca.crt",
+         "--tls-auth-clients", "no", "--tls-cluster", "yes", "--cluster-enabled", "yes",
+         "--requirepass", "s3cret", "--loadmodule", SO],
+        cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    admin = redis.Redis(port=port, password="s3cret", ssl=True, ssl_ca_certs=str(tmp_path / "ca.crt"))
+    try:
+        assert wait_for(lambda: _answers(admin), 10), "the TLS server did not start"
+        admin.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        assert wait_for(lambda: b"cluster_state:ok" in admin.execute_command("CLUSTER", "INFO"), 10)
+        yield port, (tmp_path / "ca.crt").read_bytes(), admin
+    finally:
+        admin.close()
+        proc.kill()
+        proc.wait()
+
+
+def _answers(r):
+    try:
+        return r.ping()
+    except redis.RedisError:
+        return False
+
+
+def test_glide_cluster_over_tls_with_a_password(tls_cluster):
+    """The tracking connection follows glide's TLS (its root certificates)
+    and credentials: a wait is mailed, not held on a connection."""
+    port, ca, admin = tls_cluster
+    g = glide_sync
+    cfg = g.GlideClusterClientConfiguration(
+        [g.NodeAddress("127.0.0.1", port)], use_tls=True, credentials=g.ServerCredentials("s3cret"),
+        advanced_config=g.AdvancedGlideClusterClientConfiguration(
+            tls_config=g.TlsAdvancedConfiguration(root_pem_cacerts=ca)))
+    d = glide(g.GlideClusterClient, cfg)
+    assert d.tracks()
+    first = Lock(d, "tls:k", ttl=5, holder="first")
+    assert first.acquire() is not None
+    got: list[int] = []
+    second = Lock(d, "tls:k", ttl=5, holder="second")
+    t = threading.Thread(target=lambda: got.append(second.acquire(timeout=10)))
+    t.start()
+    assert wait_for(lambda: admin.info("padlock")["padlock_mailbox_waiters"] == 1, 5)
+    first.release()
+    t.join(10)
+    assert got and got[0] is not None
+    stats = admin.info("commandstats")
+    assert "cmdstat_subscribe" in stats and "cmdstat_lmpop" in stats, "heard through tracking, over TLS"
+    second.release()

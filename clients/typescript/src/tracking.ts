@@ -101,7 +101,10 @@ export class RespConn {
       const s =
         o.tls === undefined
           ? net.connect({ host: o.host, port: o.port }, () => resolve(s))
-          : tls.connect({ host: o.host, port: o.port, servername: o.host, ...o.tls }, () => resolve(s));
+          : tls.connect(
+              { host: o.host, port: o.port, ...(net.isIP(o.host) ? {} : { servername: o.host }), ...o.tls },
+              () => resolve(s),
+            );
       s.setNoDelay(true);
       s.once("error", reject);
       s.setTimeout(limit, () => s.destroy(new Error(`padlock: not connected within ${limit} ms`)));

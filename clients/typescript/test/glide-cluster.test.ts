@@ -113,3 +113,33 @@ describe("glide cluster mailboxes", () => {
     assert.ok(after.every((e) => e <= 2), `still two per node at most: ${after}`);
   });
 });
+
+describe("glide cluster mailboxes over TLS", () => {
+  test("the tracking connection follows glide's TLS and credentials", async (t) => {
+    const node = await TestServer.startTls(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--tls-cluster", "yes"]);
+    if (node === undefined || node.tls === undefined) return t.skip("no openssl to make certificates with");
+    const admin = node.ioredis();
+    try {
+      await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
+      for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+      const client = glide(GlideClusterClient, {
+        addresses: [{ host: "127.0.0.1", port: node.port }],
+        useTLS: true,
+        credentials: { password: node.tls.password },
+        advancedConfiguration: { tlsAdvancedConfiguration: { rootCertificates: node.tls.ca } },
+      });
+      const first = new Lock(client, "tls:k", { ttl: 5000, holder: "first" });
+      assert.notEqual(await first.acquire(), null);
+      const second = new Lock(client, "tls:k", { ttl: 5000, holder: "second" });
+      const waiting = second.acquire({ timeout: 10_000 });
+      for (let i = 0; i < 200 && !/padlock_mailbox_waiters:1\r?\n/.test(String(await admin.call("INFO", "padlock"))); i++) await sleep(25);
+      await first.release();
+      assert.notEqual(await waiting, null, "granted through the slot's mailbox");
+      const stats = String(await admin.call("INFO", "commandstats"));
+      assert.ok(stats.includes("cmdstat_subscribe") && stats.includes("cmdstat_lmpop"), "heard through tracking, over TLS");
+      await second.release();
+    } finally {
+      await node.stop();
+    }
+  });
+});

@@ -1,6 +1,6 @@
 // A real server with the module, on a free loopback port, for the tests.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -41,7 +41,40 @@ export class TestServer {
     readonly port: number,
     private readonly proc: ChildProcess,
     private readonly dir: string,
+    /** On TLS only: the CA certificate its certificate is signed by, and
+     * the password it requires. */
+    readonly tls?: { ca: Buffer; password: string },
   ) {}
+
+  /** A server on TLS only, with a password, its certificates made with
+   * `openssl` for a CA of its own (undefined without `openssl`). */
+  static async startTls(extra: string[] = []): Promise<TestServer | undefined> {
+    const dir = mkdtempSync(join(tmpdir(), "padlock-ts-tls-"));
+    const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "ignore" });
+    try {
+      ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=padlock-test-ca");
+      ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1");
+      writeFileSync(join(dir, "ext"), "subjectAltName=IP:127.0.0.1\n");
+      ssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.crt", "-days", "2", "-extfile", "ext");
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+      return undefined;
+    }
+    const port = await freePort();
+    const password = "s3cret";
+    const proc = spawn(BINARY, ["--port", "0", "--tls-port", String(port), "--bind", "127.0.0.1", "--dir", dir,
+      "--save", "", "--appendonly", "no", "--tls-cert-file", "srv.crt", "--tls-key-file", "srv.key",
+      "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no", "--requirepass", password,
+      "--loadmodule", SO, ...extra], { stdio: "ignore", cwd: dir });
+    const server = new TestServer(port, proc, dir, { ca: readFileSync(join(dir, "ca.crt")), password });
+    const probe = server.ioredis();
+    for (let i = 0; i < 500; i++) {
+      if ((await probe.ping().catch(() => "")) === "PONG") return server;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await server.stop();
+    throw new Error("TLS server did not start");
+  }
 
   static async start(extra: string[] = []): Promise<TestServer> {
     const port = await freePort();
@@ -62,7 +95,8 @@ export class TestServer {
   private readonly clients: Redis[] = [];
 
   ioredis(): Redis {
-    const c = new Redis({ port: this.port, host: "127.0.0.1" });
+    const tls = this.tls === undefined ? {} : { tls: { ca: this.tls.ca }, password: this.tls.password };
+    const c = new Redis({ port: this.port, host: "127.0.0.1", ...tls });
     this.clients.push(c);
     return c;
   }
