@@ -270,3 +270,25 @@ def test_glide_cluster_over_tls_with_a_password(tls_cluster):
     stats = admin.info("commandstats")
     assert "cmdstat_subscribe" in stats and "cmdstat_lmpop" in stats, "heard through tracking, over TLS"
     second.release()
+
+
+def test_many_tasks_at_once_fetch_the_slot_map_once(cluster_server):
+    r = cluster_server.client()
+    r.config_resetstat()
+
+    async def main() -> None:
+        cfg = glide_async.GlideClusterClientConfiguration([glide_async.NodeAddress("127.0.0.1", cluster_server.port)])
+        g = aio.glide(glide_async.GlideClusterClient, cfg)
+
+        async def one(i: int) -> None:
+            lock = aio.Lock(g, f"once:{i}", ttl=5)
+            assert await lock.acquire(blocking=False) is not None
+            await lock.release()
+
+        await asyncio.gather(*(one(i) for i in range(200)))
+
+    asyncio.run(main())
+    # The fetch's own glide cluster client asks too, as it connects.
+    slots = r.info("commandstats").get("cmdstat_cluster|slots", {"calls": 0})["calls"]
+    assert slots <= 3, f"one fetch for 200 tasks, not {slots} CLUSTER SLOTS"
+    r.close()

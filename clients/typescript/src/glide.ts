@@ -157,6 +157,7 @@ function nodesOf(
 ): (key: string) => Promise<Backend> {
   let ranges: Ranges | undefined;
   let fetching: Promise<Ranges> | undefined;
+  let standalone: Promise<GlideFactory> | undefined;
   const nodes = new Map<string, Backend>();
   const seed = (config.addresses as { host?: string }[] | undefined)?.[0]?.host ?? "127.0.0.1";
   const resolve = config.addressResolver as ((h: string, p: number) => [string, number]) | undefined;
@@ -186,9 +187,12 @@ function nodesOf(
     if (r === undefined) throw new ReplyError(`CLUSTERDOWN no node serves slot ${slot}`);
     const [host, port] = resolve !== undefined ? resolve(r.host, r.port) : [r.host, r.port];
     const name = `${host}:${port}`;
+    // Imported before the lookup: nothing between it and the store awaits,
+    // so tasks that ask at once get one backend (one keeper) per node.
+    standalone ??= import("@valkey/valkey-glide" as string).then((m) => (m as { GlideClient: GlideFactory }).GlideClient);
+    const GlideClient = await standalone;
     let node = nodes.get(name);
     if (node === undefined) {
-      const { GlideClient } = (await import("@valkey/valkey-glide" as string)) as { GlideClient: GlideFactory };
       const { periodicChecks: _p, pubsubSubscriptions: _s, ...rest } = config;
       node = glideOn(GlideClient, { ...rest, addresses: [{ host, port }] }, false, () => {
         ranges = undefined;

@@ -114,6 +114,32 @@ describe("glide cluster mailboxes", () => {
   });
 });
 
+describe("glide cluster, a fresh client asked at once", () => {
+  test("many holds starting together fetch the slot map once and make one keeper per node", async () => {
+    const node = await TestServer.start(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    const admin = node.ioredis();
+    try {
+      await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
+      for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+      await sleep(500);
+      await admin.call("CONFIG", "RESETSTAT");
+      const client = glide(GlideClusterClient, { addresses: [{ host: "127.0.0.1", port: node.port }] });
+      const locks = Array.from({ length: 200 }, (_, i) => new Lock(client, `once:${i}`, { ttl: 5000 }));
+      const fences = await Promise.all(locks.map((l) => l.acquire()));
+      assert.ok(fences.every((f) => f !== null));
+      const stats = String(await admin.call("INFO", "commandstats"));
+      const slots = Number(/cmdstat_cluster\|slots:calls=(\d+)/.exec(stats)?.[1] ?? "0");
+      // The fetch's own glide cluster client asks too, as it connects.
+      assert.ok(slots <= 3, `one fetch for 200 holds, not ${slots} CLUSTER SLOTS`);
+      const ids = /cmdstat_client\|id:calls=(\d+)/.exec(stats)?.[1];
+      assert.ok(Number(ids ?? "0") <= 3, `one keeper (one CLIENT ID) for the node, not ${ids}`);
+      await Promise.all(locks.map((l) => l.release()));
+    } finally {
+      await node.stop();
+    }
+  });
+});
+
 describe("glide cluster mailboxes over TLS", () => {
   test("the tracking connection follows glide's TLS and credentials", async (t) => {
     const node = await TestServer.startTls(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--tls-cluster", "yes"]);

@@ -16,9 +16,11 @@ TypeScript client's `glide.ts`)."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import copy
 import threading
+import weakref
 from typing import Any, Optional, Sequence
 
 import redis
@@ -123,6 +125,11 @@ class _Driver:
 class Glide(_Driver):
     """For the asyncio classes and `padlock.aio.graph`/`top`."""
 
+    def __init__(self, factory: Any, config: Any) -> None:
+        super().__init__(factory, config)
+        self._fetch_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+            weakref.WeakKeyDictionary())
+
     async def run(self, client: Any, args: Sequence[Any]) -> Any:
         cmd, route = self.command(args)
         try:
@@ -134,10 +141,18 @@ class Glide(_Driver):
         return GlideConnection(self)
 
     async def node(self, key: Any) -> "Glide":
-        """The driver of the primary that serves `key` (a cluster's)."""
+        """The driver of the primary that serves `key` (a cluster's). One
+        task per loop fetches the slot map; the others wait for it (ten
+        thousand tasks starting at once open one client, not ten
+        thousand)."""
         import glide
 
-        where = self._cached(key) or self._loaded(await self.execute_command("CLUSTER", "SLOTS"), key)
+        where = self._cached(key)
+        if where is None:
+            loop = asyncio.get_running_loop()
+            lock = self._fetch_locks.setdefault(loop, asyncio.Lock())
+            async with lock:
+                where = self._cached(key) or self._loaded(await self.execute_command("CLUSTER", "SLOTS"), key)
         return self._node_at(where, glide.GlideClient)  # type: ignore[no-any-return]
 
     async def execute_command(self, *args: Any) -> Any:
