@@ -6,11 +6,14 @@ where a redis-py client would.
 padlock makes the glide clients it needs from your configuration, each
 driven as the redis-py connection the classes use (`send_command`,
 `read_response`, `disconnect`, and for the blocking ones `can_read` and a
-`connection_pool` to make them from): one shared, and one per wait while
-it waits. They speak RESP2 and take glide's longest request timeout
-(glide's own, 250 ms by default, would abandon server-side waits): padlock
-times every call itself. In a cluster a command goes to the primary of its
-(first) key's slot. Glide's Python `close()` closes the socket at once,
+`connection_pool` to make them from): one shared, and the mailbox's (or,
+where there is no mailbox, one per wait while it waits). They speak RESP2
+and take glide's longest request timeout (glide's own, 250 ms by default,
+would abandon server-side waits): padlock times every call itself. On a
+cluster padlock goes node by node (`node`, `_glide_nodes`): a standalone
+client per primary, and a redis-py tracking connection beside it; the
+cluster client itself only routes one-off commands by their (first) key
+and fetches the slot map. Glide's Python `close()` closes the socket at once,
 which drops a server-side wait (its Node client does not: see the
 TypeScript client's `glide.ts`)."""
 
