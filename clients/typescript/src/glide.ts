@@ -4,8 +4,10 @@
 // own, made from your configuration. Glide's own request timeout would cut
 // a server-side wait short, so padlock's clients get the longest one glide
 // takes and time every call themselves; they speak RESP2, so that replies
-// look as they do on the other drivers. In a cluster each command goes to
-// the primary of its (first) key's slot.
+// look as they do on the other drivers. On a cluster holds go node by node
+// (`nodesOf`: a standalone client per primary, and a tracking connection of
+// `tracking.ts` beside it); the cluster client routes the rest by the
+// (first) key's slot.
 //
 // Glide closes a client's socket a second or more after `close()`: a wait
 // abandoned meanwhile could still be granted. So a wait's connection learns
