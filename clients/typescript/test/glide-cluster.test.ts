@@ -8,7 +8,7 @@ import { GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
 import { Lock, glide } from "../src/index.js";
 import { keySlot, slotBox } from "../src/slots.js";
-import { TestServer, sleep } from "./server.js";
+import { CLUSTER, TestServer, ownAllSlots, sleep } from "./server.js";
 
 Logger.setLoggerConfig("off");
 
@@ -19,7 +19,7 @@ describe("glide cluster mailboxes", () => {
   const admins: Redis[] = [];
   before(async () => {
     for (let i = 0; i < 3; i++) {
-      nodes.push(await TestServer.start(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]));
+      nodes.push(await TestServer.start(CLUSTER));
       admins.push(nodes[i].ioredis());
       await admins[i].call("CLUSTER", "ADDSLOTSRANGE", String(i * 5462), String(Math.min(16383, i * 5462 + 5461)));
     }
@@ -116,11 +116,10 @@ describe("glide cluster mailboxes", () => {
 
 describe("glide cluster, a fresh client asked at once", () => {
   test("many holds starting together fetch the slot map once and make one keeper per node", async () => {
-    const node = await TestServer.start(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    const node = await TestServer.start(CLUSTER);
     const admin = node.ioredis();
     try {
-      await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
-      for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+      await ownAllSlots(admin);
       await sleep(500);
       await admin.call("CONFIG", "RESETSTAT");
       const client = glide(GlideClusterClient, { addresses: [{ host: "127.0.0.1", port: node.port }] });
@@ -142,12 +141,11 @@ describe("glide cluster, a fresh client asked at once", () => {
 
 describe("glide cluster mailboxes over TLS", () => {
   test("the tracking connection follows glide's TLS and credentials", async (t) => {
-    const node = await TestServer.startTls(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--tls-cluster", "yes"]);
+    const node = await TestServer.startTls([...CLUSTER, "--tls-cluster", "yes"]);
     if (node === undefined || node.tls === undefined) return t.skip("no openssl to make certificates with");
     const admin = node.ioredis();
     try {
-      await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
-      for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+      await ownAllSlots(admin);
       const client = glide(GlideClusterClient, {
         addresses: [{ host: "127.0.0.1", port: node.port }],
         useTLS: true,

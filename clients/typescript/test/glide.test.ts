@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { GlideClient, GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
 import { Lock, MultiLock, ReadWriteLock, Semaphore, glide, graph } from "../src/index.js";
-import { TestServer, sleep, useServer } from "./server.js";
+import { CLUSTER, TestServer, ownAllSlots, sleep, useServer } from "./server.js";
 
 Logger.setLoggerConfig("off");
 
@@ -101,13 +101,9 @@ describe("glide on a cluster", () => {
   let node: TestServer;
   let admin: Redis;
   before(async () => {
-    node = await TestServer.start(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    node = await TestServer.start(CLUSTER);
     admin = node.ioredis();
-    await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
-    for (let i = 0; i < 200; i++) {
-      if (String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok")) break;
-      await sleep(25);
-    }
+    await ownAllSlots(admin);
   });
   after(async () => {
     admin.disconnect();

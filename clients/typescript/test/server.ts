@@ -132,3 +132,13 @@ export function useServer(use: (server: TestServer, r: Redis) => void): void {
     await server?.stop();
   });
 }
+
+/** A cluster node's options. */
+export const CLUSTER = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"];
+
+/** Gives the node `admin` speaks to every slot, and waits for the cluster
+ * to say it is ok. */
+export async function ownAllSlots(admin: Redis): Promise<void> {
+  await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
+  for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+}

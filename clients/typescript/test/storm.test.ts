@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
 import { Lock, Semaphore, glide } from "../src/index.js";
-import { TestServer, sleep, useServer } from "./server.js";
+import { CLUSTER, TestServer, ownAllSlots, sleep, useServer } from "./server.js";
 
 Logger.setLoggerConfig("off");
 
@@ -133,10 +133,9 @@ describe("on glide's cluster client", () => {
   let node: TestServer;
   let admin: Redis;
   before(async () => {
-    node = await TestServer.start(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    node = await TestServer.start(CLUSTER);
     admin = node.ioredis();
-    await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
-    for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
+    await ownAllSlots(admin);
   });
   after(async () => {
     admin.disconnect();
