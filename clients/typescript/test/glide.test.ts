@@ -1,11 +1,11 @@
 // valkey-glide as the driver: the kinds, a shared connection glide
 // replaces on its own, and a cluster (GlideClusterClient, routing by key).
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { GlideClient, GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
 import { Lock, MultiLock, ReadWriteLock, Semaphore, glide, graph } from "../src/index.js";
-import { CLUSTER, TestServer, ownAllSlots, sleep, useServer } from "./server.js";
+import { TestServer, sleep, useServer } from "./server.js";
 
 Logger.setLoggerConfig("off");
 
@@ -100,15 +100,10 @@ test("an aborted wait on glide is dropped at once, never granted later", async (
 describe("glide on a cluster", () => {
   let node: TestServer;
   let admin: Redis;
-  before(async () => {
-    node = await TestServer.start(CLUSTER);
-    admin = node.ioredis();
-    await ownAllSlots(admin);
-  });
-  after(async () => {
-    admin.disconnect();
-    await node.stop();
-  });
+  useServer((s, c) => {
+    node = s;
+    admin = c;
+  }, true);
 
   test("every kind routes by its key", async () => {
     const client = glide(GlideClusterClient, { addresses: [{ host: "127.0.0.1", port: node.port }] });

@@ -119,12 +119,13 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 
 /** One server for a test file: started before its tests with an ioredis
  * client on it (handed to `use`), both stopped after them. */
-export function useServer(use: (server: TestServer, r: Redis) => void): void {
+export function useServer(use: (server: TestServer, r: Redis) => void, cluster = false): void {
   let server: TestServer | undefined;
   let r: Redis | undefined;
   before(async () => {
-    server = await TestServer.start();
+    server = await TestServer.start(cluster ? CLUSTER : []);
     r = server.ioredis();
+    if (cluster) await ownAllSlots(r);
     use(server, r);
   });
   after(async () => {

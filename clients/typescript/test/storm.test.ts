@@ -6,12 +6,12 @@
 // queued at the end. Some sections outlive the ttl, held only through the
 // client binding the lease again after each kill.
 
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
 import { Lock, Semaphore, glide } from "../src/index.js";
-import { CLUSTER, TestServer, ownAllSlots, sleep, useServer } from "./server.js";
+import { TestServer, sleep, useServer } from "./server.js";
 
 Logger.setLoggerConfig("off");
 
@@ -132,15 +132,10 @@ test("workers through a storm of killed connections", async () => {
 describe("on glide's cluster client", () => {
   let node: TestServer;
   let admin: Redis;
-  before(async () => {
-    node = await TestServer.start(CLUSTER);
-    admin = node.ioredis();
-    await ownAllSlots(admin);
-  });
-  after(async () => {
-    admin.disconnect();
-    await node.stop();
-  });
+  useServer((s, c) => {
+    node = s;
+    admin = c;
+  }, true);
 
   test("workers through a storm that kills keepers, waits and tracking connections", async () => {
     const client = glide(GlideClusterClient, { addresses: [{ host: "127.0.0.1", port: node.port }] });
