@@ -276,6 +276,22 @@ def test_id_memory_ms_after_the_free_but_kept_while_held(r):
         r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "b")
 
 
+def test_a_groups_latest_request_sets_when_it_is_forgotten(r):
+    # The group of (freed, h) is first due 1 s after the acquire; its
+    # release 0.7 s later moves that to 1.7 s. At 1.3 s the release's
+    # resend still answers from memory; by 1.7 s and a bit all is gone.
+    r.config_set("padlock.id-memory-ms", 1000)
+    start = time.monotonic()
+    r.execute_command("LOCK.ACQUIRE", "freed", "h", 60000, "ID", "a")
+    time.sleep(0.7)
+    assert r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "b") == 0
+    time.sleep(max(0.0, 1.3 - (time.monotonic() - start)))
+    assert r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "b") == 0
+    assert r.info("padlock")["padlock_request_ids"] == 2
+    assert wait_for(lambda: r.info("padlock")["padlock_request_ids"] == 0)
+    assert time.monotonic() - start >= 1.7
+
+
 def test_flush_forgets(r):
     r.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
     r.flushall()

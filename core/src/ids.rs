@@ -11,6 +11,7 @@
 //! still held" is the glue's answer.
 
 mod order;
+mod reading;
 mod request;
 mod slots;
 
@@ -24,6 +25,9 @@ use slots::{Holders, Recent};
 
 /// Longest request-id in bytes.
 pub const MAX_ID_LEN: usize = 64;
+
+/// Nodes `due` places again per call.
+const REPLACE: usize = 64;
 
 /// Where requests applied: one group of remembered ids. Shared strings:
 /// the group's maps, its place in the due order and a queued request's tag
@@ -201,9 +205,9 @@ impl Memory {
                 Holders::Many(_) => unreachable!("a new key has one holder"),
             },
         };
-        let mut moved = [None, None];
+        let mut moved = None;
         if let Some(slot) = g.freed.take() {
-            moved[1] = unlink(&mut self.freed, slot).1;
+            moved = unlink(&mut self.freed, slot).1;
             self.freed_ids -= g.ids.len();
         }
         if new {
@@ -222,13 +226,15 @@ impl Memory {
             g.freed = Some(self.freed.insert(at_ms, at.clone()).0);
             self.freed_ids += g.ids.len();
         }
-        if !new {
-            moved[0] = unlink(&mut self.order, g.slot).1;
+        // A known group keeps its node where it is and only its due time
+        // moves: `due` places the node again when it comes first (once per
+        // `id-memory-ms` at most, and on the timer, not on a request).
+        if new {
+            (g.slot, g.due) = self.order.insert(due, at);
+        } else {
+            g.due = g.due.max(due);
         }
-        (g.slot, g.due) = self.order.insert(g.due.max(due), at);
-        let [due_order, freed] = moved;
-        self.relink(due_order, Which::Due);
-        self.relink(freed, Which::Freed);
+        self.relink(moved, Which::Freed);
     }
 
     /// Tells the group whose node moved in an order its new slot.
@@ -254,12 +260,22 @@ impl Memory {
         self.freed.first().map(|(_, a)| a)
     }
 
-    /// The group that comes due first, if it is due by `now_ms`.
-    pub fn due(&self, now_ms: i64) -> Option<&Address> {
-        self.order
-            .first()
-            .filter(|(due, _)| *due <= now_ms)
-            .map(|(_, a)| a)
+    /// The group that comes due first, if it is due by `now_ms`. A node
+    /// found first before its group's latest due time (a later request
+    /// moved only the time) is placed again on the way: at most
+    /// `REPLACE` of them per call, then None until the next call, so a
+    /// timer firing does bounded work however many groups were busy.
+    pub fn due(&mut self, now_ms: i64) -> Option<Address> {
+        for _ in 0..REPLACE {
+            let (node_due, at) = self.order.first().filter(|(d, _)| *d <= now_ms)?;
+            let due = self.group(at).map_or(node_due, |g| g.due);
+            if due <= node_due {
+                return Some(at.clone());
+            }
+            let at = at.clone();
+            self.place(&at, due);
+        }
+        None
     }
 
     /// When the first group comes due.
@@ -273,18 +289,28 @@ impl Memory {
         let Some(g) = self.group_mut(at) else {
             return;
         };
-        let (slot, freed, len) = (g.slot, g.freed.take(), g.ids.len());
+        let (freed, len) = (g.freed.take(), g.ids.len());
         if let Some(f) = freed {
             let moved = unlink(&mut self.freed, f).1;
             self.freed_ids -= len;
             self.relink(moved, Which::Freed);
         }
+        self.place(at, until_ms);
+    }
+
+    /// Moves a group's node in the due order to `due` (or its own later
+    /// due time).
+    fn place(&mut self, at: &Address, due: i64) {
+        let Some(g) = self.group(at) else {
+            return;
+        };
+        let (slot, due) = (g.slot, due.max(g.due));
         let (owned, moved) = unlink(&mut self.order, slot);
         self.relink(moved, Which::Due);
         let Some(owned) = owned else {
             return;
         };
-        let placed = self.order.insert(until_ms, owned);
+        let placed = self.order.insert(due, owned);
         if let Some(g) = self.group_mut(at) {
             (g.slot, g.due) = placed;
         }
@@ -377,30 +403,6 @@ impl Memory {
 
     pub fn is_empty(&self) -> bool {
         self.total == 0
-    }
-
-    /// Every remembered id, oldest group first (to save).
-    pub fn all(&self) -> impl Iterator<Item = (&Address, &Remembered)> + '_ {
-        self.order.iter().flat_map(move |a| {
-            self.group(a)
-                .into_iter()
-                .flat_map(move |g| g.ids.iter().map(move |r| (a, r)))
-        })
-    }
-
-    /// The ids remembered for one key, by holder (an AOF rewrite writes
-    /// them after the key's value), each with its holder.
-    pub fn of_key<'a>(
-        &'a self,
-        db: i32,
-        key: &[u8],
-    ) -> impl Iterator<Item = (&'a [u8], &'a Remembered)> + 'a {
-        self.groups
-            .get(&db)
-            .and_then(|keys| keys.get(key))
-            .into_iter()
-            .flat_map(|holders| holders.iter())
-            .flat_map(|(h, g)| g.ids.iter().map(move |r| (&**h, r)))
     }
 }
 

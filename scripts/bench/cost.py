@@ -47,6 +47,8 @@ LUA_SHA = hashlib.sha1(LUA.encode()).hexdigest()
 BASE = "SET NX PX"
 HELD = ["LOCK.ACQUIRE", "k:{i}", "holder", "60000"]
 SEM_HELD = ["SEM.ACQUIRE", "s:{i}", "holder", "3", "60000"]
+# As a client holds: acquired with its own request-id, so a release finds it.
+HELD_ID = [*HELD, "ID", "a:{i}"]
 
 # (name, fill or None, measured); `{i}` is the command's number.
 CASES = [
@@ -63,6 +65,7 @@ CASES = [
     ("LOCK.ACQUIRE ID", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "ID", "r:{i}"]),
     ("LOCK.ACQUIRE, reentrant ID", HELD, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "ID", "r:{i}"]),
     ("LOCK.RELEASE ID", HELD, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),
+    ("LOCK.RELEASE ID, acquired with ID", HELD_ID, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),
     ("SEM.ACQUIRE ID", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000", "ID", "r:{i}"]),
     ("SEM.RELEASE ID", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder", "ID", "r:{i}"]),
     ("RWLOCK.ACQUIRE ID", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000", "ID", "r:{i}"]),

@@ -91,12 +91,14 @@ impl<G: Default> Holders<G> {
     }
 }
 
-/// A group's ids, oldest first: the first inline.
+/// A group's ids, oldest first: the first two inline (a hold's acquire
+/// and its release, what a client sends with ids).
 #[derive(Debug, Default)]
 pub enum Recent<T> {
     #[default]
     None,
     One(T),
+    Two(T, T),
     Many(VecDeque<T>),
 }
 
@@ -105,6 +107,7 @@ impl<T> Recent<T> {
         match self {
             Recent::None => 0,
             Recent::One(_) => 1,
+            Recent::Two(..) => 2,
             Recent::Many(v) => v.len(),
         }
     }
@@ -114,46 +117,87 @@ impl<T> Recent<T> {
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
-        let (one, many) = match self {
-            Recent::None => (None, None),
-            Recent::One(t) => (Some(t), None),
-            Recent::Many(v) => (None, Some(v.iter())),
+        let (a, b, many) = match self {
+            Recent::None => (None, None, None),
+            Recent::One(t) => (Some(t), None, None),
+            Recent::Two(t, u) => (Some(t), Some(u), None),
+            Recent::Many(v) => (None, None, Some(v.iter())),
         };
-        one.into_iter().chain(many.into_iter().flatten())
+        a.into_iter().chain(b).chain(many.into_iter().flatten())
     }
 
     pub fn push_back(&mut self, t: T) {
-        match std::mem::take(self) {
-            Recent::None => *self = Recent::One(t),
-            Recent::One(first) => *self = Recent::Many(VecDeque::from([first, t])),
+        *self = match std::mem::take(self) {
+            Recent::None => Recent::One(t),
+            Recent::One(a) => Recent::Two(a, t),
+            Recent::Two(a, b) => Recent::Many(VecDeque::from([a, b, t])),
             Recent::Many(mut v) => {
                 v.push_back(t);
-                *self = Recent::Many(v);
+                Recent::Many(v)
             }
         }
     }
 
     pub fn pop_front(&mut self) -> Option<T> {
-        match std::mem::take(self) {
-            Recent::None => None,
-            Recent::One(t) => Some(t),
-            Recent::Many(mut v) => {
-                let t = v.pop_front();
-                *self = Recent::Many(v);
-                t
-            }
-        }
+        let (first, rest) = match std::mem::take(self) {
+            Recent::None => (None, Recent::None),
+            Recent::One(t) => (Some(t), Recent::None),
+            Recent::Two(a, b) => (Some(a), Recent::One(b)),
+            Recent::Many(mut v) => (v.pop_front(), Recent::Many(v)),
+        };
+        *self = rest;
+        first
     }
 
     /// Removes the first element that `f` picks.
     pub fn remove_where(&mut self, f: impl Fn(&T) -> bool) -> Option<T> {
         match self {
             Recent::None => None,
-            Recent::One(t) if f(t) => self.pop_front(),
+            Recent::One(t) | Recent::Two(t, _) if f(t) => self.pop_front(),
             Recent::One(_) => None,
+            Recent::Two(_, u) if f(u) => {
+                let Recent::Two(a, b) = std::mem::take(self) else {
+                    unreachable!("matched Two above")
+                };
+                *self = Recent::One(a);
+                Some(b)
+            }
+            Recent::Two(..) => None,
             Recent::Many(v) => {
                 let i = v.iter().position(f)?;
                 v.remove(i)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Recent;
+
+    proptest::proptest! {
+        /// Against a plain list: pushes, pops and removals keep the same
+        /// items in the same order, whichever form holds them.
+        #[test]
+        fn recent_matches_a_list(ops in proptest::collection::vec((0u8..3, 0u8..6), 1..60)) {
+            let mut r = Recent::default();
+            let mut model: Vec<u8> = Vec::new();
+            for (op, v) in ops {
+                match op {
+                    0 => { r.push_back(v); model.push(v); }
+                    1 => {
+                        let want = (!model.is_empty()).then(|| model.remove(0));
+                        proptest::prop_assert_eq!(r.pop_front(), want);
+                    }
+                    _ => {
+                        let want = model.iter().position(|x| *x == v).map(|i| model.remove(i));
+                        proptest::prop_assert_eq!(r.remove_where(|x| *x == v), want);
+                    }
+                }
+                proptest::prop_assert_eq!(r.len(), model.len());
+                proptest::prop_assert_eq!(r.iter().copied().collect::<Vec<_>>(), model.clone());
+                proptest::prop_assert_eq!(r.iter().rev().copied().collect::<Vec<_>>(),
+                    model.iter().rev().copied().collect::<Vec<_>>());
             }
         }
     }

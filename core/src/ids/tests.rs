@@ -57,9 +57,9 @@ fn groups_come_due_in_order_and_can_be_kept() {
     m.remember(at("k1", "h"), r("a", 1, 1, 0), B);
     m.remember(at("k2", "h"), r("b", 1, 1, 10), B);
     assert_eq!(m.due(999), None);
-    assert_eq!(m.due(1000), Some(&at("k1", "h")));
+    assert_eq!(m.due(1000), Some(at("k1", "h")));
     m.keep_until(&at("k1", "h"), 5000);
-    assert_eq!(m.due(1010), Some(&at("k2", "h")));
+    assert_eq!(m.due(1010), Some(at("k2", "h")));
     m.forget(&at("k2", "h"));
     assert_eq!(m.next_due(), Some(5000));
     assert_eq!(m.len(), 1);
@@ -72,7 +72,7 @@ fn a_later_request_moves_the_group_back() {
     m.remember(at("k1", "h"), r("a", 1, 1, 0), B);
     m.remember(at("k2", "h"), r("b", 1, 1, 10), B);
     m.remember(at("k1", "h"), r("c", 1, 1, 20), B);
-    assert_eq!(m.due(1010), Some(&at("k2", "h")));
+    assert_eq!(m.due(1010), Some(at("k2", "h")));
 }
 
 #[test]
@@ -314,4 +314,40 @@ fn a_key_that_went_by_itself_counts_among_the_freed() {
     assert_eq!(m.freed_len(), 1, "taken again: held, not freed");
     m.forget(&at("k", "b"));
     assert_eq!((m.freed_len(), m.len()), (0, 3));
+}
+
+proptest! {
+    /// A known group's request moves only its due time; `due` still gives
+    /// every group exactly when its latest request is `memory_ms` old
+    /// (fewer groups than the look-back: exact), never before.
+    #[test]
+    fn due_follows_each_groups_latest_request(ops in prop::collection::vec((0u8..6, 0i64..40, any::<bool>()), 1..120)) {
+        let mut m = Memory::default();
+        let mut latest: Vec<(Address, i64)> = Vec::new();
+        let mut now = 0i64;
+        for (k, step, drain) in ops {
+            now += step;
+            if drain {
+                let check = now + B.memory_ms;
+                let mut got = Vec::new();
+                for _ in 0..1000 {
+                    match m.due(check) {
+                        Some(a) => { m.forget(&a); got.push(a); }
+                        None if m.next_due().is_some_and(|d| d <= check) => {}
+                        None => break,
+                    }
+                }
+                let mut want: Vec<Address> = latest.iter().filter(|(_, t)| t + B.memory_ms <= check).map(|(a, _)| a.clone()).collect();
+                latest.retain(|(_, t)| t + B.memory_ms > check);
+                got.sort();
+                want.sort();
+                prop_assert_eq!(got, want);
+            } else {
+                let a = at(&k.to_string(), "h");
+                m.remember(a.clone(), r("x", 1, 1, now), B);
+                latest.retain(|(x, _)| *x != a);
+                latest.push((a, now));
+            }
+        }
+    }
 }

@@ -62,7 +62,7 @@ fn prune(ctx: &Context, budget: usize) {
     let now = now_ms();
     let memory_ms = bounds().memory_ms;
     for _ in 0..budget {
-        let Some(at) = with(|m| m.due(now).cloned()) else {
+        let Some(at) = with(|m| m.due(now)) else {
             break;
         };
         decide(ctx, &at, now, memory_ms);
