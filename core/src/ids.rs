@@ -268,12 +268,12 @@ impl Memory {
     pub fn due(&mut self, now_ms: i64) -> Option<Address> {
         for _ in 0..REPLACE {
             let (node_due, at) = self.order.first().filter(|(d, _)| *d <= now_ms)?;
-            let due = self.group(at).map_or(node_due, |g| g.due);
+            let (slot, due) = self.group(at).map_or((0, node_due), |g| (g.slot, g.due));
             if due <= node_due {
                 return Some(at.clone());
             }
             let at = at.clone();
-            self.place(&at, due);
+            self.place(&at, slot, due);
         }
         None
     }
@@ -290,21 +290,17 @@ impl Memory {
             return;
         };
         let (freed, len) = (g.freed.take(), g.ids.len());
+        let (slot, due) = (g.slot, until_ms.max(g.due));
         if let Some(f) = freed {
             let moved = unlink(&mut self.freed, f).1;
             self.freed_ids -= len;
             self.relink(moved, Which::Freed);
         }
-        self.place(at, until_ms);
+        self.place(at, slot, due);
     }
 
-    /// Moves a group's node in the due order to `due` (or its own later
-    /// due time).
-    fn place(&mut self, at: &Address, due: i64) {
-        let Some(g) = self.group(at) else {
-            return;
-        };
-        let (slot, due) = (g.slot, due.max(g.due));
+    /// Moves group `at`'s node, at `slot` in the due order, to `due`.
+    fn place(&mut self, at: &Address, slot: usize, due: i64) {
         let (owned, moved) = unlink(&mut self.order, slot);
         self.relink(moved, Which::Due);
         let Some(owned) = owned else {
