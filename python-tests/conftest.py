@@ -17,7 +17,7 @@ import redis
 # scripts/ (harness, faultproxy) and scripts/docs/ (the docs' renderers).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts" / "docs"))
-from harness import free_port  # noqa: E402  (one port picker for tests and scripts)
+from harness import free_port, port_taken  # noqa: E402  (one port picker for tests and scripts)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SO = os.environ.get("PADLOCK_SO", str(ROOT / "target/release/libpadlock.so"))
@@ -36,6 +36,8 @@ class Server:
         self.dir = pathlib.Path(tmpdir)
         self.module_args = list(module_args)
         self.extra = list(extra)
+        self.cluster = cluster
+        self.picked = port is None  # a port of our own pick may be picked again
         self.port = port or free_port(cluster)
         self.proc = None
         self.log = self.dir / f"server-{self.port}.log"
@@ -51,6 +53,20 @@ class Server:
         ]
 
     def start(self):
+        """Starts the server. A first start whose picked port another
+        process took meanwhile picks again (each suite of `make test` runs
+        beside others that start servers too)."""
+        for _ in range(4):
+            try:
+                return self._start()
+            except RuntimeError:
+                if not (self.picked and self.proc.poll() is not None and port_taken(self.tail())):
+                    raise
+                self.port = free_port(self.cluster)
+                self.log = self.dir / f"server-{self.port}.log"
+        return self._start()
+
+    def _start(self):
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.time() + 15
         while time.time() < deadline:
@@ -62,6 +78,7 @@ class Server:
                 # Wait for AOF/RDB loading to finish.
                 if c.info("persistence").get("loading", 0) == 0:
                     c.close()
+                    self.picked = False  # from now on the port is the server's own
                     return self
                 c.close()
             except (redis.ConnectionError, redis.BusyLoadingError):

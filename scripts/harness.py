@@ -42,38 +42,63 @@ def port_free(port):
             return False
 
 
+def _ephemeral_low():
+    """The first port the kernel hands to outgoing connections."""
+    try:
+        return int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(cluster=False):
-    """A free loopback port, at or below 55535. A cluster node also needs
-    port + 10000 (its bus) free, and the bus port must exist."""
+    """A free loopback port below the kernel's ephemeral range, so that no
+    outgoing connection (other suites run beside this one and open many)
+    can take it between this pick and the server's bind. A cluster node
+    also needs port + 10000 (its bus) free, and below that range too. The
+    pick can still race another picker; `port_taken` tells a caller that
+    lost, and the fixtures then pick again."""
+    top = _ephemeral_low() - 1 - (10000 if cluster else 0)
     for _ in range(500):
-        if cluster:
-            port = random.randint(20000, 55535)
-            if port_free(port) and port_free(port + 10000):
-                return port
-        else:
+        if top >= 11000:
+            port = random.randint(10000, top)
+        else:  # an unusual range: take the kernel's pick, as before
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-            if port <= 55535 and port_free(port):
-                return port
+            if port > 55535:
+                continue
+        if port_free(port) and (not cluster or port_free(port + 10000)):
+            return port
     raise RuntimeError("no free port")
+
+
+def port_taken(log_text):
+    """True when a server's log says it exited because its port was taken."""
+    return "Address already in use" in log_text
 
 
 class Server:
     def __init__(self, binary=None, extra=()):
         self.binary = binary or os.environ.get("PADLOCK_SERVER") or shutil.which("redis-server")
         self.dir = tempfile.mkdtemp(prefix="padlock-bench-")
-        self.port = free_port(cluster="--cluster-enabled" in extra)
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--save", "", "--appendonly", "no", "--loadmodule", SO, *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            try:
-                redis.Redis(port=self.port).ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.02)
+        for _ in range(5):
+            self.port = free_port(cluster="--cluster-enabled" in extra)
+            self.proc = subprocess.Popen(
+                [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+                 "--logfile", os.path.join(self.dir, "server.log"), "--save", "", "--appendonly", "no",
+                 "--loadmodule", SO, *extra],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(500):
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    redis.Redis(port=self.port).ping()
+                    return
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+            log = pathlib.Path(self.dir, "server.log")
+            if self.proc.poll() is None or not port_taken(log.read_text(errors="replace")):
+                break
         raise RuntimeError("server did not start")
 
     def client(self, **kw):

@@ -76,17 +76,28 @@ export class TestServer {
     throw new Error("TLS server did not start");
   }
 
+  /** Starts a server. One whose picked port another process took meanwhile
+   * exits at once and is started again on another pick: the suites of
+   * `make test` run side by side and start servers too. */
   static async start(extra: string[] = []): Promise<TestServer> {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), "padlock-ts-"));
-    const proc = spawn(BINARY, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir,
-      "--save", "", "--appendonly", "no", "--loadmodule", SO, ...extra], { stdio: "ignore" });
-    const server = new TestServer(port, proc, dir);
-    for (let i = 0; i < 500; i++) {
-      if (await pong(port)) return server;
-      await new Promise((r) => setTimeout(r, 20));
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), "padlock-ts-"));
+      const log = join(dir, "server.log");
+      const proc = spawn(BINARY, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--logfile", log,
+        "--save", "", "--appendonly", "no", "--loadmodule", SO, ...extra], { stdio: "ignore" });
+      const server = new TestServer(port, proc, dir);
+      for (let i = 0; i < 500 && proc.exitCode === null; i++) {
+        if (await pong(port)) return server;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const exited = proc.exitCode !== null;
+      const text = exited ? readFileSync(log, "utf8") : "";
+      if (exited) rmSync(dir, { recursive: true, force: true });
+      else await server.stop();
+      if (!text.includes("Address already in use")) throw new Error(`server did not start: ${text}`);
     }
-    throw new Error("server did not start");
+    throw new Error("server did not start: its port was taken five times");
   }
 
   /** Every client handed out, disconnected by `stop`: a test that fails

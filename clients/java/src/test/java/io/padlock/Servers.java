@@ -117,27 +117,39 @@ final class Servers implements AutoCloseable {
         throw new IOException("no free port pair");
     }
 
+    /**
+     * Starts a node. A node whose picked port another process took meanwhile
+     * exits at once; it is started again on another pick (the suites of
+     * `make test` run side by side and start servers too).
+     */
     private void start(List<String> extra) throws Exception {
-        int port = freePort();
-        Path dir = Files.createTempDirectory("padlock-java-");
-        List<String> argv = new ArrayList<>(List.of(BINARY, "--port", "" + port, "--bind", "127.0.0.1",
-                "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", SO));
-        argv.addAll(extra);
-        Process p = new ProcessBuilder(argv).redirectErrorStream(true)
-                .redirectOutput(dir.resolve("server.log").toFile()).start();
-        procs.add(p);
-        dirs.add(dir);
-        ports.add(port);
-        for (int i = 0; i < 500; i++) {
-            try {
-                if (cmd(ports.size() - 1, "PING").equals("PONG")) {
-                    return;
+        for (int attempt = 0; ; attempt++) {
+            int port = freePort();
+            Path dir = Files.createTempDirectory("padlock-java-");
+            List<String> argv = new ArrayList<>(List.of(BINARY, "--port", "" + port, "--bind", "127.0.0.1",
+                    "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", SO));
+            argv.addAll(extra);
+            Process p = new ProcessBuilder(argv).redirectErrorStream(true)
+                    .redirectOutput(dir.resolve("server.log").toFile()).start();
+            procs.add(p);
+            dirs.add(dir);
+            ports.add(port);
+            for (int i = 0; i < 500 && p.isAlive(); i++) {
+                try {
+                    if (cmd(ports.size() - 1, "PING").equals("PONG")) {
+                        return;
+                    }
+                } catch (IOException e) {
+                    Thread.sleep(20);
                 }
-            } catch (IOException e) {
-                Thread.sleep(20);
             }
+            String log = Files.readString(dir.resolve("server.log"));
+            if (p.isAlive() || !log.contains("Address already in use") || attempt == 4) {
+                throw new IllegalStateException("server did not start: " + log);
+            }
+            procs.remove(procs.size() - 1);
+            ports.remove(ports.size() - 1);
         }
-        throw new IllegalStateException("server did not start: " + Files.readString(dir.resolve("server.log")));
     }
 
     /** One command on a fresh connection, the reply as text (nil: "(nil)", arrays joined by spaces). */
