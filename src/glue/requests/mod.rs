@@ -209,7 +209,7 @@ pub fn run(
         .then(|| piggy::Rule::of(name))
         .flatten();
     let (result, back) = {
-        let _boarded = piggy::board(tag, rule, at_ms);
+        let _boarded = piggy::board_as(tag, rule, piggy::verbatim(name), at_ms);
         let result = body(ctx, args);
         (result, piggy::alight())
     };

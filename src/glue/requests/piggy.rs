@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use redis_module::RedisString;
+use redis_module::{Context, RedisString};
 
 use super::Tag;
 use crate::core::args::{parse_int, Arg};
@@ -75,6 +75,23 @@ impl Rule {
     }
 }
 
+/// Whether a request replicates as itself (`RM_ReplicateVerbatim`) rather
+/// than as its effect with its id riding on it. A command qualifies when
+/// running it again on a replica or from the AOF, on the same state, can
+/// only end in the master's state and reply: it reads no clock and draws
+/// no fence. `LOCK.RELEASE` is such a command (one count off, or the key
+/// freed: the lock is the key and its one holder, and from the master
+/// link or the AOF Redis never sees a key as expired). A semaphore's or
+/// read-write lock's release is not: it also drops other holders whose
+/// leases ran out by this server's clock. The replica runs the request
+/// with its id, and so remembers the id as the master did; a resend of it
+/// from the AOF answers from memory and changes nothing. Sent this way a
+/// release costs the master a copy of its arguments instead of an effect
+/// looked up by name and built word by word (docs/design.md).
+pub fn verbatim(command: &[u8]) -> bool {
+    command == b"lock.release"
+}
+
 /// An effect's fields, as a kind names them for the rules.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Fields {
@@ -101,6 +118,8 @@ impl Fields {
 struct Rider {
     tag: Tag,
     rule: Option<Rule>,
+    /// The request replicates as itself (`verbatim`).
+    verbatim: bool,
     at_ms: i64,
     /// What the effect that carried the id said the reply is.
     sent: Option<Answer>,
@@ -139,9 +158,16 @@ impl Drop for Boarded {
 /// Before a request's body: its id is the running one, and may ride on
 /// the effect the body sends when its reply has a `rule`.
 pub fn board(tag: Tag, rule: Option<Rule>, at_ms: i64) -> Boarded {
+    board_as(tag, rule, false, at_ms)
+}
+
+/// `board`, for a request that replicates as itself when its effect is
+/// its own (`verbatim`).
+pub fn board_as(tag: Tag, rule: Option<Rule>, verbatim: bool, at_ms: i64) -> Boarded {
     Boarded(set_rider(Some(Rider {
         tag,
         rule,
+        verbatim,
         at_ms,
         sent: None,
     })))
@@ -239,18 +265,27 @@ impl Packed {
     }
 }
 
-/// Called by the effect of `key` and `holder` as it is sent: the word to
-/// append when it is the running request's own (once per request).
-#[inline]
-pub fn ride(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
-    if !BOARDED.load(Relaxed) {
-        return None;
-    }
-    ride_boarded(key, holder, fields)
+/// What an effect about to be sent does with the running request's id.
+pub enum Ride {
+    /// Send the effect, with this tail when it is the request's own.
+    Effect(Option<Packed>),
+    /// The request replicated as itself: send nothing.
+    Sent,
 }
 
-fn ride_boarded(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
-    RIDER.with(|r| {
+/// Called by the effect of `key` and `holder` as it is sent: the word to
+/// append when it is the running request's own (once per request), or
+/// `Sent` when that request replicated as itself instead.
+#[inline]
+pub fn ride(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
+    if !BOARDED.load(Relaxed) {
+        return Ride::Effect(None);
+    }
+    ride_boarded(ctx, key, holder, fields)
+}
+
+fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
+    let own = RIDER.with(|r| {
         let mut r = r.try_borrow_mut().ok()?;
         let rider = r.as_mut().filter(|x| x.sent.is_none())?;
         let rule = rider.rule?;
@@ -258,13 +293,25 @@ fn ride_boarded(key: &[u8], holder: &[u8], fields: Fields) -> Option<Packed> {
             return None;
         }
         rider.sent = Some(fields.answer(rule));
-        Some(Packed::new(
+        if rider.verbatim {
+            return Some(None);
+        }
+        Some(Some(Packed::new(
             rider.at_ms,
             rider.tag.print,
             rule,
             &rider.tag.id,
-        ))
-    })
+        )))
+    });
+    match own {
+        None => Ride::Effect(None),
+        Some(Some(tail)) => Ride::Effect(Some(tail)),
+        Some(None) => {
+            // SAFETY: a command's context; Redis copies the argv it holds.
+            unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.ctx) };
+            Ride::Sent
+        }
+    }
 }
 
 /// The words an state command takes after its own: `ID packed`.

@@ -55,7 +55,11 @@ impl state::SetState for RwLock {
 /// One read-write lock holder's new state; no holds removes the holder
 /// (and the key with its last holder).
 pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
-    let tail = piggy::ride(key, &e.holder, fields(e.fence, 0, e.reads, e.writes));
+    let piggy::Ride::Effect(tail) =
+        piggy::ride(ctx, key, &e.holder, fields(e.fence, 0, e.reads, e.writes))
+    else {
+        return;
+    };
     let mut m = Made::new(ctx);
     let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());

@@ -53,7 +53,9 @@ pub fn sem_set(
     permits: u64,
     deadline_ms: i64,
 ) {
-    let tail = piggy::ride(key, holder, fields(0, permits, 0, 0));
+    let piggy::Ride::Effect(tail) = piggy::ride(ctx, key, holder, fields(0, permits, 0, 0)) else {
+        return;
+    };
     let mut m = Made::new(ctx);
     let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
     let mut d = itoa::Buffer::new();
