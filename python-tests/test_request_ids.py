@@ -366,8 +366,8 @@ def test_key_lookups_see_the_keys_not_the_id(r):
 
 def test_the_id_rides_on_the_requests_own_effect(make_server):
     """One propagated command per single-key request: the effect carries
-    the id, no MULTI; a lock's release (final or inner) goes as itself,
-    its id and all, which a replica or the AOF runs to the same state."""
+    the id, no MULTI; a release (final or inner) goes as itself, its id
+    and all, which a replica or the AOF runs to the same state."""
     from test_state_commands import parse_commands, read_aof_incr
     s = make_server(extra=["--appendonly", "yes"])
     r = s.client()
@@ -387,11 +387,12 @@ def test_the_id_rides_on_the_requests_own_effect(make_server):
     names = [c[0] for c in cmds if c[0] != b"select"]
     assert b"multi" not in names and b"padlock.requestid" not in names, names
     assert b"del" not in names, names
-    tails = [c[-1].split(b":", 3) for c in cmds if len(c) > 2 and c[-2] == b"ID" and c[0] != b"lock.release"]
-    assert [t[3] for t in tails] == [b"a", b"a2", b"c", b"d", b"e"]
-    assert [t[2] for t in tails] == [b"fence", b"fence", b"permits", b"fence", b"holds"]
-    released = [c[1:] for c in cmds if c[0] == b"lock.release"]
-    assert released == [[b"k", b"h", b"ID", b"b2"], [b"k", b"h", b"ID", b"b"]]
+    tails = [c[-1].split(b":", 3) for c in cmds if len(c) > 2 and c[-2] == b"ID" and not c[0].endswith(b".release")]
+    assert [t[3] for t in tails] == [b"a", b"a2", b"c", b"d"]
+    assert [t[2] for t in tails] == [b"fence", b"fence", b"permits", b"fence"]
+    released = [c for c in cmds if c[0].endswith(b".release")]
+    assert released == [[b"lock.release", b"k", b"h", b"ID", b"b2"], [b"lock.release", b"k", b"h", b"ID", b"b"],
+                        [b"rwlock.release", b"rw", b"h", b"READ", b"ID", b"e"]]
 
 
 KEPT_BASE = 1 << 52  # a bound lease's far deadline: 2^52 ms + its ttl

@@ -6,6 +6,7 @@ did, whatever their own clock says of the lease by then."""
 import threading
 import time
 
+import pytest
 import redis
 
 from conftest import wait_for
@@ -113,3 +114,60 @@ def test_a_replica_and_the_aof_end_in_the_masters_state(make_server):
     assert rep.execute_command("LOCK.RELEASE", "x", "h", "ID", "r3") == 1
     assert info(rep, "LOCK.INFO", "x")[b"count"] == 1
     assert info(rep, "LOCK.INFO", "k")[b"holder"] == b"w"
+
+
+def expired_holders(r):
+    return sum(v for k, v in r.info("padlock").items() if k.endswith("expired_holders"))
+
+
+SHARED = [
+    # (a's short hold, b's long one, b's release, its reply, what is left
+    # once a's lease ran out too)
+    (["SEM.ACQUIRE", "s", "a", 3, 300], ["SEM.ACQUIRE", "s", "b", 3, 60000, "PERMITS", 2],
+     ["SEM.RELEASE", "s", "b", "PERMITS", 1], 1, lambda r: info(r, "SEM.INFO", "s")[b"used"] == 1),
+    (["RWLOCK.ACQUIRE", "s", "a", "READ", 300], ["RWLOCK.ACQUIRE", "s", "b", "READ", 60000],
+     ["RWLOCK.RELEASE", "s", "b", "READ"], [0, 0], lambda r: r.execute_command("RWLOCK.INFO", "s") is None),
+]
+
+
+@pytest.mark.parametrize("a,b,release,reply,left", SHARED, ids=["sem", "rwlock"])
+def test_a_replica_runs_a_shared_release_on_the_masters_holders(make_server, a, b, release, reply, left):
+    """A semaphore's (read-write lock's) release reaches an asleep replica
+    after another holder's lease ran out there: the replica drops no
+    holder by its own clock (the master decides that, and says so with an
+    effect), and remembers the release's id."""
+    master, replica, m, rep = linked_pair(make_server)
+    m.execute_command(*a, "ID", "a1")
+    m.execute_command(*b, "ID", "b1")
+    assert m.wait(1, 2000) == 1
+    sleeper = redis.Redis(port=replica.port, socket_timeout=10)
+    t = threading.Thread(target=lambda: sleeper.execute_command("DEBUG", "SLEEP", "1"))
+    t.start()
+    time.sleep(0.1)
+    assert m.execute_command(*release, "ID", "r") == reply
+    t.join()
+    sleeper.close()
+    assert m.wait(1, 2000) == 1
+    assert expired_holders(rep) == 0
+    master.stop()
+    rep.execute_command("REPLICAOF", "NO", "ONE")
+    assert rep.execute_command(*release, "ID", "r") == reply
+    assert left(rep)
+
+
+def test_kept_holds_released_in_part_stay_the_masters_to_the_byte(make_server):
+    """`KEEP` holds (far deadlines, bindings only the master has) released
+    in part: the replica's values are the master's, byte for byte."""
+    master, replica, m, rep = linked_pair(make_server)
+    m.execute_command("LOCK.ACQUIRE", "k", "h", 5000, "KEEP", "ID", "a")
+    m.execute_command("LOCK.ACQUIRE", "k", "h", 5000, "KEEP", "ID", "b")
+    m.execute_command("SEM.ACQUIRE", "s", "h", 3, 5000, "PERMITS", 2, "KEEP", "ID", "c")
+    m.execute_command("RWLOCK.ACQUIRE", "rw", "h", "READ", 5000, "KEEP", "ID", "f")
+    m.execute_command("RWLOCK.ACQUIRE", "rw", "h", "READ", 5000, "KEEP", "ID", "g")
+    assert m.execute_command("LOCK.RELEASE", "k", "h", "ID", "d") == 1
+    assert m.execute_command("SEM.RELEASE", "s", "h", "PERMITS", 1, "ID", "e") == 1
+    assert m.execute_command("RWLOCK.RELEASE", "rw", "h", "READ", "ID", "i") == [1, 0]
+    assert m.wait(1, 2000) == 1
+    for key in ["k", "s", "rw"]:
+        assert m.pttl(key) > 1 << 51  # held far away while the connection lives
+        assert rep.dump(key) == m.dump(key), key

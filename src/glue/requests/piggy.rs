@@ -78,18 +78,40 @@ impl Rule {
 /// Whether a request replicates as itself (`RM_ReplicateVerbatim`) rather
 /// than as its effect with its id riding on it. A command qualifies when
 /// running it again on a replica or from the AOF, on the same state, can
-/// only end in the master's state and reply: it reads no clock and draws
-/// no fence. `LOCK.RELEASE` is such a command (one count off, or the key
-/// freed: the lock is the key and its one holder, and from the master
-/// link or the AOF Redis never sees a key as expired). A semaphore's or
-/// read-write lock's release is not: it also drops other holders whose
-/// leases ran out by this server's clock. The replica runs the request
-/// with its id, and so remembers the id as the master did; a resend of it
-/// from the AOF answers from memory and changes nothing. Sent this way a
-/// release costs the master a copy of its arguments instead of an effect
-/// looked up by name and built word by word (docs/design.md).
+/// only end in the master's state and reply: it draws no fence and sets
+/// no deadline of its own. The releases qualify: a lock's takes one count
+/// off or frees the key, a semaphore's gives back permits, a read-write
+/// lock's takes off one hold; each reads the key alone (from the master
+/// link or the AOF Redis never sees a key as expired), a semaphore's or
+/// read-write lock's other holders are judged by no clock there
+/// (`runs_again`: the master sends the ones its clock dropped as effects
+/// first), and the holder's deadline stays the one the master wrote. The
+/// replica runs the request with its id, and so remembers the id as the
+/// master did; a resend of it from the AOF answers from memory and changes
+/// nothing. Sent this way a release costs the master a copy of its
+/// arguments instead of an effect looked up by name and built word by
+/// word (docs/design.md).
 pub fn verbatim(command: &[u8]) -> bool {
-    command == b"lock.release"
+    matches!(
+        command,
+        b"lock.release" | b"sem.release" | b"rwlock.release"
+    )
+}
+
+/// Whether the running request is one the master sent as itself (or the
+/// AOF holds as itself), running again here: it then must read no clock,
+/// as an effect would not. Cheap off that path: a flags call only with a
+/// verbatim request aboard.
+pub fn runs_again(ctx: &Context) -> bool {
+    let verbatim = BOARDED.load(Relaxed)
+        && RIDER.with(|r| {
+            r.try_borrow()
+                .is_ok_and(|r| r.as_ref().is_some_and(|x| x.verbatim))
+        });
+    verbatim
+        && ctx.get_flags().intersects(
+            redis_module::ContextFlags::REPLICATED | redis_module::ContextFlags::LOADING,
+        )
 }
 
 /// An effect's fields, as a kind names them for the rules.

@@ -116,13 +116,13 @@ pub fn release(
     holder: &[u8],
     mode: Mode,
     fence: Option<u64>,
-    now: i64,
+    now: Option<i64>,
 ) -> Result<(u64, u64), Error> {
     let note = Note::new(
         &RwLock::INFO.counters.released,
         Some(RwLock::INFO.release_event),
     );
-    let left = change(ctx, name, Some(now), note, |rw| {
+    let left = change(ctx, name, now, note, |rw| {
         if fence.is_some_and(|f| rw.holder(holder).is_none_or(|e| e.fence != f)) {
             return Ok(((1, 1), None));
         }
@@ -198,7 +198,7 @@ impl TakeBack for Given {
     fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]) {
         if let Some(name) = names.first() {
             let now = crate::glue::server::now_ms();
-            let _ = release(ctx, name, holder, self.0, Some(self.1), now);
+            let _ = release(ctx, name, holder, self.0, Some(self.1), Some(now));
         }
     }
 }

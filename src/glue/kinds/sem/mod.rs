@@ -121,13 +121,13 @@ pub fn release(
     name: &RedisString,
     holder: &[u8],
     permits: Option<u64>,
-    now: i64,
+    now: Option<i64>,
 ) -> Result<u64, Error> {
     let note = Note::new(
         &Semaphore::INFO.counters.released,
         Some(Semaphore::INFO.release_event),
     );
-    let left = change(ctx, name, Some(now), 0, note, |s| {
+    let left = change(ctx, name, now, 0, note, |s| {
         let (left, e) = s.release(name.as_slice(), holder, permits)?;
         Ok((left, Some(e)))
     })?;
@@ -196,7 +196,7 @@ impl TakeBack for GivenPermits {
     fn take_back(&self, ctx: &Context, names: &[RedisString], holder: &[u8]) {
         if let Some(name) = names.first() {
             let now = crate::glue::server::now_ms();
-            let _ = release(ctx, name, holder, Some(self.0), now);
+            let _ = release(ctx, name, holder, Some(self.0), Some(now));
         }
     }
 }
