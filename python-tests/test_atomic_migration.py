@@ -102,14 +102,20 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
     r = src.client()
     fill(r, tag, 50_000)
     r.execute_command("LOCK.ACQUIRE", f"{tag}released", "h", 60000)
+    for rid in ["a", "b"]:
+        r.execute_command("LOCK.ACQUIRE", f"{tag}inner", "h", 60000, "ID", rid)
     migrate(kind, src, dst, slot)
     accepted = {}
+    released = False
     for i in range(200):
         key = f"{tag}late:{i}"
         try:
             accepted[key] = r.execute_command("LOCK.ACQUIRE", key, "late", 60000)
             if i == 0:
                 r.execute_command("LOCK.RELEASE", f"{tag}released", "h")
+                # A release with an id goes as itself (docs/design.md).
+                assert r.execute_command("LOCK.RELEASE", f"{tag}inner", "h", "ID", "c") == 1
+                released = True
         except redis.ResponseError as e:
             assert "MOVED" in str(e) or "ASK" in str(e) or "TRYAGAIN" in str(e), str(e)
             break
@@ -121,6 +127,10 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
         assert info is not None and (info[b"holder"], info[b"fence"]) == (b"late", fence), key
     if accepted:
         assert d.exists(f"{tag}released") == 0, "the release reached the destination too"
+    if released:
+        assert lock_info(d, f"{tag}inner")[b"count"] == 1
+        assert d.execute_command("LOCK.RELEASE", f"{tag}inner", "h", "ID", "c") == 1
+        assert lock_info(d, f"{tag}inner")[b"count"] == 1, "the resend changed nothing"
     print(f"{len(accepted)} acquires during the migration")
 
 
