@@ -115,7 +115,9 @@ class Server:
         try:
             c = redis.Redis(port=self.port, socket_timeout=5, retry=None)
             c.execute_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
-        except redis.ConnectionError:
+        except (redis.ConnectionError, redis.TimeoutError):
+            # Gone at once, or slow to answer on a loaded machine: waited
+            # for (and killed past ten seconds) below either way.
             pass
         try:
             self.proc.wait(10)
