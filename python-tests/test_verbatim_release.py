@@ -171,3 +171,26 @@ def test_kept_holds_released_in_part_stay_the_masters_to_the_byte(make_server):
     for key in ["k", "s", "rw"]:
         assert m.pttl(key) > 1 << 51  # held far away while the connection lives
         assert rep.dump(key) == m.dump(key), key
+
+
+@pytest.mark.parametrize("kind", ["sem", "rwlock"])
+def test_a_release_refused_for_a_lease_that_ran_out_sends_only_the_removal(make_server, kind):
+    """The master drops a holder whose lease ran out before its release
+    is decided (-NOTHELD): that removal goes as its effect, never as the
+    refused release itself, which a replica would apply (one hold of two
+    taken off, the holder kept)."""
+    master, replica, m, rep = linked_pair(make_server)
+    if kind == "sem":
+        m.execute_command("SEM.ACQUIRE", "s", "a", 3, 60000)
+        m.execute_command("SEM.ACQUIRE", "s", "b", 3, 300, "PERMITS", 2, "ID", "b1")
+        release = ["SEM.RELEASE", "s", "b", "PERMITS", 1, "ID", "r"]
+    else:
+        m.execute_command("RWLOCK.ACQUIRE", "s", "a", "READ", 60000)
+        m.execute_command("RWLOCK.ACQUIRE", "s", "b", "READ", 300, "ID", "b1")
+        m.execute_command("RWLOCK.ACQUIRE", "s", "b", "READ", 300, "ID", "b2")
+        release = ["RWLOCK.RELEASE", "s", "b", "READ", "ID", "r"]
+    time.sleep(0.5)
+    with pytest.raises(redis.ResponseError, match="NOTHELD"):
+        m.execute_command(*release)
+    assert m.wait(1, 2000) == 1
+    assert rep.dump("s") == m.dump("s")

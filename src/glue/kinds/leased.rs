@@ -46,8 +46,12 @@ struct Changed<'h, V: Leased> {
 
 impl<V: Leased> Write for Changed<'_, V> {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
-        for e in &self.expired {
-            V::replicate(ctx, name, e);
+        if !self.expired.is_empty() {
+            crate::glue::requests::piggy::aside(|| {
+                for e in &self.expired {
+                    V::replicate(ctx, name, e);
+                }
+            });
         }
         if let Some(e) = &self.decided {
             V::replicate(ctx, name, e);

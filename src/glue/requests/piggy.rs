@@ -307,33 +307,44 @@ pub fn ride(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
 }
 
 fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
-    let own = RIDER.with(|r| {
-        let mut r = r.try_borrow_mut().ok()?;
-        let rider = r.as_mut().filter(|x| x.sent.is_none())?;
-        let rule = rider.rule?;
+    let ride = RIDER.with(|r| {
+        let Ok(mut r) = r.try_borrow_mut() else {
+            return Ride::Effect(None);
+        };
+        let Some(rider) = r.as_mut().filter(|x| x.sent.is_none()) else {
+            return Ride::Effect(None);
+        };
+        let Some(rule) = rider.rule else {
+            return Ride::Effect(None);
+        };
         if *rider.tag.at.key != *key || *rider.tag.at.holder != *holder {
-            return None;
+            return Ride::Effect(None);
         }
         rider.sent = Some(fields.answer(rule));
         if rider.verbatim {
-            return Some(None);
+            return Ride::Sent;
         }
-        Some(Some(Packed::new(
-            rider.at_ms,
-            rider.tag.print,
-            rule,
-            &rider.tag.id,
-        )))
+        let tail = Packed::new(rider.at_ms, rider.tag.print, rule, &rider.tag.id);
+        Ride::Effect(Some(tail))
     });
-    match own {
-        None => Ride::Effect(None),
-        Some(Some(tail)) => Ride::Effect(Some(tail)),
-        Some(None) => {
-            // SAFETY: a command's context; Redis copies the argv it holds.
-            unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.ctx) };
-            Ride::Sent
-        }
+    if let Ride::Sent = ride {
+        // SAFETY: a command's context; Redis copies the argv it holds.
+        unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.ctx) };
     }
+    ride
+}
+
+/// Runs `f` with no request aboard: the effects it sends are not the
+/// running request's. A holder removed because its lease ran out comes
+/// before the request decides anything, and may be the request's own
+/// holder (whose request is then refused): its removal must go as that,
+/// neither carrying the request's id nor standing in for the request.
+pub fn aside<R>(f: impl FnOnce() -> R) -> R {
+    if !BOARDED.load(Relaxed) {
+        return f();
+    }
+    let _back = Boarded(set_rider(None));
+    f()
 }
 
 /// The words an state command takes after its own: `ID packed`.
