@@ -188,23 +188,45 @@ unsafe extern "C" fn on_trimmed(
 
 /// Atomic slot migration: the source sends the destination its fence
 /// counter (so every fence the destination hands out for the moved keys is
-/// above every fence the source handed out), and waiters of slots that
+/// above every fence the source handed out) and, on Redis 8.x, the moving
+/// keys' request-ids; waiters of slots that
 /// moved away are sent after them.
 unsafe extern "C" fn on_slot_migration(
     ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
     subevent: u64,
-    _data: *mut c_void,
+    data: *mut c_void,
 ) {
     guard::call((), || {
         if eid.id == raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION
             && subevent == raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_MODULE_PROPAGATE
         {
             fences::propagate_floor(&Context::new(ctx));
+            // SAFETY: this event's data is the migration's info.
+            let slots = unsafe { moving_slots(data) };
+            crate::glue::requests::rdb::propagate_for_slots(ctx, &slots);
         }
         waiting::slots_changed();
         keep::slots_changed();
     })
+}
+
+/// The slot ranges a migration event names.
+///
+/// # Safety
+/// `data` is the event's `RedisModuleClusterSlotMigrationInfo`.
+unsafe fn moving_slots(data: *mut c_void) -> Vec<(u16, u16)> {
+    let info = data as *const raw::RedisModuleClusterSlotMigrationInfo;
+    // SAFETY: per the caller, null or the event's info and its ranges.
+    let Some(arr) = (unsafe { info.as_ref().and_then(|i| i.slots.as_ref()) }) else {
+        return Vec::new();
+    };
+    let n = usize::try_from(arr.num_ranges).unwrap_or(0);
+    // SAFETY: the array holds `num_ranges` ranges.
+    unsafe { arr.ranges.as_slice(n) }
+        .iter()
+        .map(|r| (r.start, r.end))
+        .collect()
 }
 
 /// `SWAPDB a b`: the keys of both databases moved away from their holds'

@@ -1,6 +1,7 @@
-//! Remembered request-ids in the RDB (saved whole after the keys, `aux`)
-//! and in a rewritten AOF (after each key's value: also what an atomic
-//! slot migration ships), as `PADLOCK.REQUESTID` effects.
+//! Remembered request-ids in the RDB (saved whole after the keys, `aux`),
+//! in a rewritten AOF (after each key's value: also what Valkey's atomic
+//! slot migration ships) and ahead of a Redis 8.x slot migration's
+//! snapshot (which ships values alone), as `PADLOCK.REQUESTID` effects.
 
 use std::os::raw::{c_char, c_int};
 use std::ptr::null_mut;
@@ -83,6 +84,42 @@ pub fn emit_for_key(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleStri
             unsafe {
                 rm!(RedisModule_EmitAOF)(
                     aof,
+                    NAME.as_ptr(),
+                    c"v".as_ptr(),
+                    argv.as_mut_ptr(),
+                    argv.len(),
+                );
+            }
+        });
+    }
+}
+
+/// Redis 8.x atomic slot migration sends each key as `RESTORE` of its
+/// value, never the `aux` data, so the source sends the moving slots' ids
+/// ahead of the snapshot (its propagate event): the destination then
+/// answers a resend of a request the source applied. Ids of freed keys go
+/// too; a resent final release must still answer 0 there.
+pub fn propagate_for_slots(ctx: *mut raw::RedisModuleCtx, slots: &[(u16, u16)]) {
+    let moving = |key: &[u8]| {
+        let s = crate::core::cluster::key_slot(key);
+        slots.iter().any(|&(a, b)| (a..=b).contains(&s))
+    };
+    let all: Vec<Vec<Vec<u8>>> = with(|m| {
+        m.all()
+            .filter(|(at, _)| moving(&at.key))
+            .map(|(at, r)| words(at, &r.id, Some(r)))
+            .collect()
+    });
+    let Some(propagate) = (unsafe { raw::RedisModule_ClusterPropagateForSlotMigration }) else {
+        return;
+    };
+    for w in all {
+        with_strings(ctx, &w, |argv| {
+            // SAFETY: the migration's propagate event with its context; "v"
+            // reads exactly argv[..len].
+            unsafe {
+                propagate(
+                    ctx,
                     NAME.as_ptr(),
                     c"v".as_ptr(),
                     argv.as_mut_ptr(),
