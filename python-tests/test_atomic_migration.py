@@ -202,6 +202,17 @@ def test_a_cancelled_migration_leaves_the_source_serving(make_server):
     if owner == "0":
         pytest.skip("the migration finished before it could be cancelled")
     assert not waiter.done(), "the waiter still waits on the source"
+    # Mailbox waits, refused while the slot was moving, queue again.
+    mail = ["LOCK.ACQUIRE", k, "carol", 60000, "BLOCK", 20000, "MAILBOX", f"{tag}mb", "ID", "c1"]
+
+    def queues():
+        try:
+            return r.execute_command(*mail) == b"WAITING"
+        except redis.ResponseError as e:
+            assert str(e).startswith("TRYAGAIN"), str(e)
+            return False
+
+    assert wait_for(queues, timeout=10)
     assert r.execute_command("LOCK.RELEASE", k, "alice") == 0
     fence = waiter.result()
     assert isinstance(fence, int) and fence > 0
@@ -279,3 +290,47 @@ def test_request_ids_of_every_kind_move_with_the_slot(make_server):
     assert d.exists(f"{tag}gone") == 0, "the resent final release freed nothing new"
     assert d.execute_command("LOCK.ACQUIRE", f"{tag}l", "h", 60000, "ID", "new") == answers[0]
     assert lock_info(d, f"{tag}l")[b"count"] == 2, "a new id still applies"
+
+
+def test_mailbox_waits_are_told_to_wait_again_and_their_posts_move(make_server):
+    """A mailbox moves with its slot, so the source cannot post `-MOVED` to
+    it once ownership moved: a queued mailbox wait is told `-TRYAGAIN`
+    when the move begins (a post of the moving slot: it reaches the new
+    owner), a new one is refused meanwhile, and the source keeps no stray
+    mailbox. Waiting again on the new owner queues there."""
+    kind, nodes = migration_cluster(make_server)
+    src, dst = nodes[0], nodes[1]
+    slot = 800
+    tag = tag_for_slot(slot)
+    r = src.client()
+    fill(r, tag, 50_000)
+    k, mb = f"{tag}k", f"{tag}mb"
+    r.execute_command("LOCK.ACQUIRE", k, "a", 60000)
+    wait = ["LOCK.ACQUIRE", k, "b", 60000, "BLOCK", 30000, "MAILBOX", mb, "ID", "q1"]
+    assert r.execute_command(*wait) == b"WAITING"
+    migrate(kind, src, dst, slot)
+    told = {b"q1"}
+    try:  # Redis starts the move on the source a moment later: queued then
+        if r.execute_command(*wait[:-1], "q2") == b"WAITING":
+            told.add(b"q2")
+    except redis.ResponseError as e:
+        assert str(e).startswith("TRYAGAIN") or "MOVED" in str(e), str(e)
+    d = dst.client()
+
+    def moved():
+        try:
+            return d.exists(k) == 1 and r.dbsize() == 0
+        except redis.ResponseError:
+            return False
+
+    assert wait_for(moved, timeout=30), "the source keeps no stray mailbox"
+    posts = {e.split(b" ", 1)[0]: e.split(b" ", 1)[1] for e in d.lrange(mb, 0, -1)}
+    assert set(posts) == told, posts
+    assert all(p.startswith(b"-TRYAGAIN") for p in posts.values()), posts
+    assert r.info("padlock")["padlock_blocked_clients"] == 0
+    d.delete(mb)
+    assert d.execute_command(*wait) == b"WAITING", "waiting again queues on the new owner"
+    assert d.execute_command("LOCK.RELEASE", k, "a") == 0
+    assert wait_for(lambda: d.llen(mb) == 1)
+    rid, fence = d.lpop(mb).split(b" ")
+    assert rid == b"q1" and lock_info(d, k)[b"holder"] == b"b" and int(fence) > 0

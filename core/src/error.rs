@@ -46,6 +46,9 @@ pub enum Error {
     Deadlock(Vec<Vec<u8>>),
     /// The restart grace is still running.
     TryAgain,
+    /// A mailbox wait on a key whose slot this node is moving away: the
+    /// outcome could not reach the mailbox, which moves with it.
+    SlotMoving,
     /// Declared wait edges at `max-wait-edges`.
     TooManyEdges { limit: i64 },
     /// A `KEEP` ttl too short to keep (below 3 × `keep-min-interval-ms`).
@@ -130,6 +133,7 @@ impl Error {
                 "ERR request-id '{}' was used for another request",
                 escape(id)
             ),
+            Error::SlotMoving => SLOT_MOVING.to_string(),
             Error::TryAgain => {
                 "TRYAGAIN restart grace is running, a holder from before the restart or failover may still be working"
                     .to_string()
@@ -188,3 +192,8 @@ mod tests {
         assert!(e.message().starts_with("NOTHELD "));
     }
 }
+
+/// What a mailbox wait is told while its key's slot moves to another node
+/// (and, without `TRYAGAIN`, what is posted to those queued already).
+pub const SLOT_MOVING: &str =
+    "TRYAGAIN the key's slot is moving to another node, wait again once it moved";

@@ -1,6 +1,6 @@
 //! Keyspace and server events padlock listens to.
 
-use std::os::raw::c_void;
+use std::os::raw::{c_int, c_void};
 
 use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisString};
 
@@ -12,7 +12,7 @@ use super::guard;
 use super::info;
 use super::keep;
 use super::key::Key;
-use super::server::{notify, now_ms};
+use super::server::{self, notify, now_ms};
 use super::timer;
 use super::types;
 use super::waiting;
@@ -144,12 +144,15 @@ pub fn subscribe(ctx: &Context) {
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb);
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush);
     // Redis 8.4+ (elsewhere the subscriptions are refused, and nothing
-    // happens).
-    blocking::subscribe(
-        ctx,
-        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION,
-        on_slot_migration,
-    );
+    // happens); on Valkey 9+ the second id is its atomic slot migration,
+    // and the first may be another event.
+    if !server::is_valkey() {
+        blocking::subscribe(
+            ctx,
+            raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION,
+            on_slot_migration,
+        );
+    }
     blocking::subscribe(
         ctx,
         raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
@@ -198,17 +201,81 @@ unsafe extern "C" fn on_slot_migration(
     data: *mut c_void,
 ) {
     guard::call((), || {
-        if eid.id == raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION
-            && subevent == raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_MODULE_PROPAGATE
-        {
-            fences::propagate_floor(&Context::new(ctx));
+        // Valkey's atomic slot migration event has Redis' trim event's id,
+        // and its own ids may mean other events.
+        let valkey = server::is_valkey();
+        if !valkey && eid.id == raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION {
             // SAFETY: this event's data is the migration's info.
-            let slots = unsafe { moving_slots(data) };
-            crate::glue::requests::rdb::propagate_for_slots(ctx, &slots);
+            let slots = || unsafe { moving_slots(data) };
+            match subevent {
+                raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_STARTED => {
+                    waiting::slots_leaving(&Context::new(ctx), &slots())
+                }
+                raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_FAILED
+                | raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_COMPLETED => {
+                    waiting::slots_left(&slots())
+                }
+                raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_MODULE_PROPAGATE => {
+                    fences::propagate_floor(&Context::new(ctx));
+                    crate::glue::requests::rdb::propagate_for_slots(ctx, &slots());
+                }
+                _ => {}
+            }
+        } else if valkey && eid.id == VALKEY_ATOMIC_SLOT_MIGRATION {
+            // SAFETY: Valkey's info for this event.
+            let slots = || unsafe { valkey_slots(data) };
+            match subevent {
+                VALKEY_EXPORT_STARTED => waiting::slots_leaving(&Context::new(ctx), &slots()),
+                VALKEY_EXPORT_ABORTED | VALKEY_EXPORT_COMPLETED => waiting::slots_left(&slots()),
+                _ => {}
+            }
         }
         waiting::slots_changed();
         keep::slots_changed();
     })
+}
+
+/// Valkey 9's `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` and the subevents
+/// of the source's side (valkeymodule.h; not in the crate's header).
+const VALKEY_ATOMIC_SLOT_MIGRATION: u64 = 19;
+const VALKEY_EXPORT_STARTED: u64 = 1;
+const VALKEY_EXPORT_ABORTED: u64 = 3;
+const VALKEY_EXPORT_COMPLETED: u64 = 5;
+
+#[repr(C)]
+struct ValkeySlotRange {
+    start: c_int,
+    end: c_int,
+}
+
+#[repr(C)]
+struct ValkeyMigrationInfo {
+    version: u64,
+    job_name: [std::os::raw::c_char; 41],
+    slot_ranges: *const ValkeySlotRange,
+    num_slot_ranges: u32,
+}
+
+/// The slot ranges of a Valkey atomic slot migration event.
+///
+/// # Safety
+/// `data` is that event's `ValkeyModuleAtomicSlotMigrationInfoV1`.
+unsafe fn valkey_slots(data: *mut c_void) -> Vec<(u16, u16)> {
+    // SAFETY: per the caller, null or the event's info.
+    let Some(info) = (unsafe { (data as *const ValkeyMigrationInfo).as_ref() }) else {
+        return Vec::new();
+    };
+    if info.slot_ranges.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: the info holds `num_slot_ranges` ranges there.
+    let ranges =
+        unsafe { std::slice::from_raw_parts(info.slot_ranges, info.num_slot_ranges as usize) };
+    let slot = |s: c_int| u16::try_from(s).unwrap_or(u16::MAX);
+    ranges
+        .iter()
+        .map(|r| (slot(r.start), slot(r.end)))
+        .collect()
 }
 
 /// The slot ranges a migration event names.

@@ -12,7 +12,8 @@
 //!
 //! Files: `state` (what is kept, and the borrow rule), `timer`, `clients`
 //! (blocked-client callbacks), `handoff`, `recover` (lost grants),
-//! `deadlock`, `enqueue` (a request joining its queues). This file is the
+//! `deadlock`, `enqueue` (a request joining its queues), `moving` (mailbox
+//! waits while their slot moves away). This file is the
 //! engine's face to the rest of the glue.
 
 mod clients;
@@ -20,6 +21,7 @@ mod deadlock;
 mod enqueue;
 mod handoff;
 mod mailed;
+mod moving;
 mod recover;
 mod slots;
 mod state;
@@ -36,6 +38,7 @@ use super::requests;
 use super::server::now_ms;
 use super::timer;
 
+pub use moving::{began as slots_leaving, ended as slots_left};
 pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Try, Want};
 
 pub fn init(ctx: &Context) {
