@@ -334,3 +334,71 @@ def test_mailbox_waits_are_told_to_wait_again_and_their_posts_move(make_server):
     assert wait_for(lambda: d.llen(mb) == 1)
     rid, fence = d.lpop(mb).split(b" ")
     assert rid == b"q1" and lock_info(d, k)[b"holder"] == b"b" and int(fence) > 0
+
+
+@pytest.mark.parametrize("flavour", ["threads", "asyncio"])
+def test_a_client_waiting_through_a_migration_gets_the_lock_on_the_new_owner(make_server, flavour):
+    """End to end with the Python client (`RedisCluster`, mailbox waits):
+    a caller waiting when the slot starts to move is told to wait again,
+    follows the slot to its new owner (`-MOVED`), queues there and is
+    granted when the holder releases there, within its own timeout."""
+    import asyncio
+    import threading
+
+    import redis.asyncio.cluster
+
+    from padlock import Lock, aio
+
+    kind, nodes = migration_cluster(make_server)
+    src, dst = nodes[0], nodes[1]
+    slot = 900
+    tag = tag_for_slot(slot)
+    r = src.client()
+    fill(r, tag, 50_000)
+    k = f"{tag}k"
+    assert r.execute_command("LOCK.ACQUIRE", k, "a", 60000) > 0
+    rc = redis.RedisCluster(host="127.0.0.1", port=src.port)
+    got = {}
+
+    def wait():
+        if flavour == "threads":
+            lock = Lock(rc, k, ttl=30, holder="b")
+            got["fence"] = lock.acquire(timeout=25)
+            lock.release()
+            return
+
+        async def main():
+            arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=src.port)
+            try:
+                lock = aio.Lock(arc, k, ttl=30, holder="b")
+                got["fence"] = await lock.acquire(timeout=25)
+                await lock.release()
+            finally:
+                await arc.aclose()
+
+        asyncio.run(main())
+
+    t = threading.Thread(target=wait)
+    t.start()
+    try:
+        assert wait_for(lambda: lock_info(r, k)[b"waiters"] == 1, timeout=10)
+        migrate(kind, src, dst, slot)
+        d = dst.client()
+
+        def moved():
+            try:
+                return d.exists(k) == 1 and r.dbsize() == 0
+            except redis.ResponseError:
+                return False
+
+        assert wait_for(moved, timeout=30)
+        assert wait_for(lambda: lock_info(d, k)[b"waiters"] == 1, timeout=10), \
+            "the caller queued again on the new owner"
+        assert d.execute_command("LOCK.RELEASE", k, "a") == 0
+        t.join(20)
+        assert not t.is_alive()
+        assert got["fence"] is not None and got["fence"] > 0
+        assert d.exists(k) == 0, "granted there, and released there"
+    finally:
+        t.join(30)
+        rc.close()

@@ -158,6 +158,11 @@ pub fn escape(bytes: &[u8]) -> String {
     out
 }
 
+/// What a mailbox wait is told while its key's slot moves to another node
+/// (and, without `TRYAGAIN`, what is posted to those queued already).
+pub const SLOT_MOVING: &str =
+    "TRYAGAIN the key's slot is moving to another node, wait again once it moved";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,8 +197,3 @@ mod tests {
         assert!(e.message().starts_with("NOTHELD "));
     }
 }
-
-/// What a mailbox wait is told while its key's slot moves to another node
-/// (and, without `TRYAGAIN`, what is posted to those queued already).
-pub const SLOT_MOVING: &str =
-    "TRYAGAIN the key's slot is moving to another node, wait again once it moved";

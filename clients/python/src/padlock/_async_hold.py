@@ -16,7 +16,9 @@ import redis
 
 from . import _asyncio_mail as mail
 from . import _asyncio_runtime as rt
-from ._common import LockLostError, NotAcquiredError, NotHeldError, Replicas, is_try_again, to_ms, translate
+from ._common import (
+    LockLostError, NotAcquiredError, NotHeldError, Replicas, is_moved, is_try_again, to_ms, translate,
+)
 from ._holders import COUNTS, current_holder
 from ._kinds import Commands
 from ._retry import (
@@ -30,6 +32,11 @@ from ._retry import (
     with_id,
 )
 
+
+
+#: Redirects one request follows (a map read while the cluster settles may
+#: still name the old owner).
+MAX_MOVES = 8
 
 class HoldCore(Commands):
     """The life of one hold up to its watching: acquire, release, the
@@ -168,7 +175,7 @@ class HoldCore(Commands):
         answered or `deadline` (`rt.now()` time; None: no end) passes.
         `make` builds the arguments from the seconds left."""
         rid = request_id() if self._ids else None
-        attempt = 0
+        attempt = moves = 0
         while True:
             left = None if deadline is None else max(0.0, deadline - rt.now())
             # A wait may take its BLOCK timeout and then some (no driver
@@ -187,6 +194,13 @@ class HoldCore(Commands):
                 if rid is not None and is_unknown_option(e):
                     self._ids, rid = False, None
                     continue
+                if is_moved(e) and self._source.cluster and moves < MAX_MOVES:
+                    # The key's slot moved to another node (a resharding):
+                    # the request goes there, with its id (the ids of what
+                    # applied here moved with the slot).
+                    moves += 1
+                    await self._moved()
+                    continue
                 if verdict(e, phase) is not Verdict.RESEND or (rid is None and phase != "renew"):
                     # Without an id (an older server) only a renewal is
                     # safe to send twice.
@@ -196,6 +210,12 @@ class HoldCore(Commands):
                     raise
                 attempt += 1
                 await rt.sleep(p)
+
+    async def _moved(self) -> None:
+        async with self._io:
+            await self._source.moved()
+            self._keeper = None
+            self._client = self._source.client
 
     async def _give_back(self, clean: bool = True) -> None:
         """The hold is over. Unless nothing of it can still be bound

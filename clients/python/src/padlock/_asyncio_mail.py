@@ -295,6 +295,13 @@ class Source:
         self.cluster = isinstance(client, RedisCluster) or glide_cluster
         self.mailbox = not glide_cluster or self.glide is not None and self.glide.tracks()
 
+    async def moved(self) -> None:
+        """The key's slot moved (`-MOVED`): the cluster's map is read again,
+        and the next connection goes to the slot's new owner."""
+        if isinstance(self.client, RedisCluster):
+            await self.client.nodes_manager.initialize()
+        self.node = None
+
     async def _glide(self) -> Any:
         """The glide driver of the key's server: on a cluster, its node's."""
         assert self.glide is not None

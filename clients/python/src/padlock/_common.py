@@ -111,6 +111,14 @@ def is_try_again(err: Exception) -> bool:
     )
 
 
+def is_moved(err: BaseException) -> bool:
+    """The key's slot lives on another node now (a resharding): redis-py's
+    `MovedError`, or a mailed `-MOVED` outcome."""
+    return isinstance(err, redis.exceptions.MovedError) or (
+        isinstance(err, redis.ResponseError) and str(err).startswith("MOVED ")
+    )
+
+
 def block_args(blocking: bool, timeout: Optional[float]) -> list[Any]:
     if not blocking:
         return []

@@ -280,6 +280,7 @@ class Source:
     from it."""
 
     def __init__(self, client: Any, key: str) -> None:
+        self._origin, self._key = client, key
         self.client = node(client, key)
         # In a cluster a mailbox must share the slot of the request's key:
         # a mailbox per slot, heard of through tracking (`_slots`; on glide's
@@ -292,6 +293,14 @@ class Source:
 
     def keeper(self) -> Keeper:
         return keeper(self.client)
+
+    def moved(self) -> None:
+        """The key's slot moved (`-MOVED`): the cluster's map is read again,
+        and the next connection goes to the slot's new owner."""
+        if isinstance(self._origin, RedisCluster):
+            cluster: Any = self._origin  # redis-py leaves it untyped
+            cluster.nodes_manager.initialize()
+        self.client = node(self._origin, self._key)
 
     def mailman(self) -> Optional[Mailman]:
         """The mailman of the key's server, when waits and losses go
