@@ -31,6 +31,8 @@ type backend interface {
 	// cluster: a mailbox must share each request's slot there, so waits
 	// take a connection of their own.
 	cluster() bool
+	// reload reads the cluster's slot map again (a node answered MOVED).
+	reload(ctx context.Context)
 }
 
 // ---- go-redis -------------------------------------------------------------
@@ -67,6 +69,12 @@ func (g *goRedis) node(ctx context.Context, key string) (string, error) {
 	g.nodes[opt.Addr] = opt
 	g.mu.Unlock()
 	return opt.Addr, nil
+}
+
+func (g *goRedis) reload(ctx context.Context) {
+	if g.cc != nil {
+		g.cc.ReloadState(ctx)
+	}
 }
 
 func (g *goRedis) open(_ context.Context, node string) (wire, error) {

@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,9 +17,19 @@ import (
 // between them.
 func startCluster(t *testing.T) []*server {
 	t.Helper()
+	bin := os.Getenv("PADLOCK_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	return startClusterOf(t, bin)
+}
+
+// startClusterOf is three masters of the server binary bin.
+func startClusterOf(t *testing.T, bin string) []*server {
+	t.Helper()
 	var nodes []*server
 	for range 3 {
-		nodes = append(nodes, startServer(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
+		nodes = append(nodes, startServerOf(t, bin, "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
 			"--cluster-config-file", "nodes.conf"))
 	}
 	ctx := context.Background()

@@ -169,6 +169,7 @@ func (h *hold) acquire(ctx context.Context, blocking bool) (any, error) {
 // or the deadline (mono; 0: none) passes.
 func (h *hold) send(ctx context.Context, make func(time.Duration) []any, p phase, deadline time.Duration, wait bool) (any, binding, error) {
 	rid := requestID()
+	moves := 0
 	for attempt := 0; ; attempt++ {
 		left := time.Duration(0)
 		if deadline > 0 {
@@ -184,7 +185,17 @@ func (h *hold) send(ctx context.Context, make func(time.Duration) []any, p phase
 			// earlier sending, which bound nothing (KEEP) here.
 			b.ok = false
 		}
-		if err == nil || ctx.Err() != nil || judge(err, p) != resend {
+		moved := replyCode(err) == "MOVED" && h.c.b.cluster() && moves < maxMoves
+		if moved {
+			// The key's slot moved to another node (a resharding): the
+			// request goes there, with its id (the ids of what applied
+			// here moved with the slot).
+			moves++
+			if rerr := h.reroute(ctx); rerr != nil {
+				return nil, binding{}, err
+			}
+		}
+		if err == nil || ctx.Err() != nil || (!moved && judge(err, p) != resend) {
 			return reply, b, err
 		}
 		d, ok := pause(attempt, time.Now(), wallOf(deadline))
@@ -199,6 +210,24 @@ func (h *hold) send(ctx context.Context, make func(time.Duration) []any, p phase
 		case <-t.C:
 		}
 	}
+}
+
+// maxMoves is how many MOVED redirects one request follows (a map read
+// while the cluster settles may still name the old owner).
+const maxMoves = 8
+
+// reroute points the hold at its key's current node: the cluster's map is
+// read again, and the keeper and mailman are that node's.
+func (h *hold) reroute(ctx context.Context) error {
+	h.c.b.reload(ctx)
+	k, m, err := h.c.nodeOf(ctx, h.s.route())
+	if err != nil {
+		return err
+	}
+	h.st.Lock()
+	h.k, h.m = k, m
+	h.st.Unlock()
+	return nil
 }
 
 func wallOf(d time.Duration) time.Time {

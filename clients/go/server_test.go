@@ -45,13 +45,19 @@ func freePort(t testing.TB) int {
 
 func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
-	so := os.Getenv("PADLOCK_SO")
-	if so == "" {
-		t.Fatal("PADLOCK_SO must name the built module (make test sets it)")
-	}
 	bin := os.Getenv("PADLOCK_SERVER")
 	if bin == "" {
 		bin = "redis-server"
+	}
+	return startServerOf(t, bin, extra...)
+}
+
+// startServerOf is startServer with the server binary named.
+func startServerOf(t testing.TB, bin string, extra ...string) *server {
+	t.Helper()
+	so := os.Getenv("PADLOCK_SO")
+	if so == "" {
+		t.Fatal("PADLOCK_SO must name the built module (make test sets it)")
 	}
 	for range 5 {
 		port := freePort(t)

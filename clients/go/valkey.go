@@ -35,6 +35,12 @@ type slotRange struct {
 
 func (v *valkeyBackend) cluster() bool { return v.c.Mode() == valkey.ClientModeCluster }
 
+func (v *valkeyBackend) reload(ctx context.Context) {
+	if v.cluster() {
+		_ = v.loadSlots(ctx)
+	}
+}
+
 func (v *valkeyBackend) node(ctx context.Context, key string) (string, error) {
 	if !v.cluster() {
 		return "", nil
