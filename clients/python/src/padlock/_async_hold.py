@@ -16,27 +16,13 @@ import redis
 
 from . import _asyncio_mail as mail
 from . import _asyncio_runtime as rt
-from ._common import (
-    LockLostError, NotAcquiredError, NotHeldError, Replicas, is_moved, is_try_again, to_ms, translate,
-)
+from ._common import LockLostError, NotAcquiredError, NotHeldError, Replicas, is_moved, is_try_again, to_ms
+from ._common import translate
 from ._holders import COUNTS, current_holder
 from ._kinds import Commands
 from ._retry import (
-    CONNECTION_ERRORS,
-    Verdict,
-    is_unknown_option,
-    lost_message,
-    pause,
-    request_id,
-    verdict,
-    with_id,
+    CONNECTION_ERRORS, MAX_MOVES, Verdict, is_unknown_option, lost_message, pause, request_id, verdict, with_id,
 )
-
-
-
-#: Redirects one request follows (a map read while the cluster settles may
-#: still name the old owner).
-MAX_MOVES = 8
 
 class HoldCore(Commands):
     """The life of one hold up to its watching: acquire, release, the
@@ -195,10 +181,7 @@ class HoldCore(Commands):
                     self._ids, rid = False, None
                     continue
                 if is_moved(e) and self._source.cluster and moves < MAX_MOVES:
-                    # The key's slot moved to another node (a resharding):
-                    # the request goes there, with its id (the ids of what
-                    # applied here moved with the slot).
-                    moves += 1
+                    moves += 1  # resharded: sent there with its id (`_moved`)
                     await self._moved()
                     continue
                 if verdict(e, phase) is not Verdict.RESEND or (rid is None and phase != "renew"):
@@ -212,6 +195,8 @@ class HoldCore(Commands):
                 await rt.sleep(p)
 
     async def _moved(self) -> None:
+        """The key's slot moved: the next request goes to its new owner
+        (the ids of what applied here moved with the slot)."""
         async with self._io:
             await self._source.moved()
             self._keeper = None

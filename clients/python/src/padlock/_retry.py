@@ -65,6 +65,11 @@ def with_id(args: Sequence[Any], rid: Optional[str]) -> list[Any]:
     return [*args, "ID", rid] if rid else list(args)
 
 
+#: `-MOVED` redirects one request follows (a map read while the cluster
+#: settles may still name the old owner).
+MAX_MOVES = 8
+
+
 def verdict(err: BaseException, phase: str) -> Verdict:
     """What `err` means while `phase` runs: "acquire" (one that may wait),
     "try" (one that does not), "renew" or "release".
