@@ -41,7 +41,7 @@ started=$SECONDS
 # is the slowest server, the Java build takes a core for a minute.
 ( server redis-7.0 "$r70"; run python-client . sh -c \
     "cd clients/python && $PY -m mypy --strict src && cd ../.. && timeout -k 30 $LIMIT $PY -m pytest -q -p no:cacheprovider clients/python/tests" ) &
-( server valkey-9.1 "$v91" -m "not heavy"; run typescript-client clients/typescript timeout -k 30 "$LIMIT" npm test --silent ) &
+( server valkey-9.1 "$v91" -m "not heavy"; run typescript-client clients/typescript env PADLOCK_ASM_SERVER="$r86" timeout -k 30 "$LIMIT" npm test --silent ) &
 ( server redis-8.0 "$r80" -m "not heavy"; run go-client clients/go env PADLOCK_ASM_SERVER="$v91" sh -c \
     "go vet ./... && timeout -k 30 $LIMIT go test -race -count=1 ./..." ) &
 ( server redis-8.6 "$r86" -m "not heavy" ) &

@@ -48,3 +48,6 @@ export function translate(err: unknown): unknown {
 }
 
 export const isTryAgain = (err: unknown): boolean => errorText(err).startsWith("TRYAGAIN");
+
+/** The key's slot lives on another node now (a resharding). */
+export const isMoved = (err: unknown): boolean => errorText(err).startsWith("MOVED ");

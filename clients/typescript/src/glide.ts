@@ -43,9 +43,17 @@ class ReplyError extends Error {
   override name = "ReplyError";
 }
 
+/** Error codes glide reports by kind name ("An error was signalled by the
+ * server: - TryAgain: ..."), back to the server's own words. */
+const CODES: Record<string, string> = { TryAgain: "TRYAGAIN", Moved: "MOVED", Ask: "ASK", ClusterDown: "CLUSTERDOWN", CrossSlot: "CROSSSLOT" };
+
 function translated(err: unknown): unknown {
   const name = (err as { constructor?: { name?: string } } | null)?.constructor?.name;
-  return name === "RequestError" ? new ReplyError((err as Error).message) : err;
+  if (name !== "RequestError") return err;
+  const text = (err as Error).message;
+  const kind = /^An error was signalled by the server: - (\w+): ([\s\S]*)$/.exec(text);
+  const code = kind === null ? undefined : CODES[kind[1]];
+  return new ReplyError(code === undefined || kind === null ? text : `${code} ${kind[2]}`);
 }
 
 /** Integers as strings (fences are exact bigints whatever the driver). */

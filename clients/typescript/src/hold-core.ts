@@ -5,17 +5,8 @@
 // (`shared.ts`). `hold.ts` adds the rounds and the loss.
 
 import { type Arg, type Backend, type Client, backendOf } from "./backend.js";
-import { NotHeldError, errorText, isTryAgain, translate } from "./errors.js";
-import {
-  Verdict,
-  isServerError,
-  isUnknownOption,
-  lostMessage,
-  pause,
-  requestId,
-  verdict,
-  withId,
-} from "./retry.js";
+import { NotHeldError, errorText, isMoved, isTryAgain, translate } from "./errors.js";
+import { MAX_MOVES, Verdict, isServerError, isUnknownOption, lostMessage, pause, requestId, verdict, withId } from "./retry.js";
 import { currentHolder, gave, newHolder, took } from "./holders.js";
 import type { Hold, HoldOptions, AcquireOptions } from "./hold.js";
 import { type Keeper, collected, exchange, keeperOf, now, scheduler } from "./shared.js";
@@ -44,6 +35,8 @@ export abstract class HoldCore {
   /** The client's backend and keeper; in a cluster that routes node by
    * node (`Backend.nodeOf`), those of the key's node once `route` ran. */
   protected backend: Backend;
+  /** The cluster's backend once `route` ran: routed again on `-MOVED`. */
+  protected cluster: Backend | undefined;
   protected keeper: Keeper;
   /** What the finalizer needs without the hold (see `collected`): the
    * keeper while a lease of this hold may be bound to it, and while this
@@ -202,10 +195,12 @@ export abstract class HoldCore {
   /** In a cluster that routes node by node: this hold's backend, keeper
    * and mailman become those of its key's node, before anything is sent. */
   protected async route(): Promise<void> {
-    const nodeOf = this.backend.nodeOf;
+    const cluster = this.backend;
+    const nodeOf = cluster.nodeOf;
     if (nodeOf === undefined) return;
     const node = await nodeOf(this.key);
     if (this.backend.nodeOf === undefined) return; // routed meanwhile
+    this.cluster = cluster;
     this.backend = node;
     this.keeper = keeperOf(node, node);
     this.mailman = node.mailbox !== false ? mailmanOf(this.keeper, node) : undefined;
@@ -252,7 +247,7 @@ export abstract class HoldCore {
     signal?: AbortSignal,
   ): Promise<unknown> {
     let rid: string | undefined = this.ids ? requestId() : undefined;
-    for (let attempt = 0; ; ) {
+    for (let attempt = 0, moves = 0; ; ) {
       const left = deadline === undefined ? undefined : Math.max(0, deadline - now());
       // A wait may take its BLOCK timeout and then some; anything else at
       // most the time left.
@@ -268,6 +263,13 @@ export abstract class HoldCore {
         if (rid !== undefined && isUnknownOption(e)) {
           this.ids = false;
           rid = undefined;
+          continue;
+        }
+        if (this.cluster !== undefined && isMoved(e) && moves++ < MAX_MOVES) {
+          // Resharded: sent to the slot's new owner, with its id (the ids
+          // of what applied here moved with the slot).
+          this.backend = this.cluster;
+          await this.route();
           continue;
         }
         // Without an id (an older server) only a renewal is safe twice.

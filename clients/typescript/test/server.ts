@@ -79,12 +79,12 @@ export class TestServer {
   /** Starts a server. One whose picked port another process took meanwhile
    * exits at once and is started again on another pick: the suites of
    * `make test` run side by side and start servers too. */
-  static async start(extra: string[] = []): Promise<TestServer> {
+  static async start(extra: string[] = [], binary = BINARY): Promise<TestServer> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const port = await freePort();
       const dir = mkdtempSync(join(tmpdir(), "padlock-ts-"));
       const log = join(dir, "server.log");
-      const proc = spawn(BINARY, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--logfile", log,
+      const proc = spawn(binary, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--logfile", log,
         "--save", "", "--appendonly", "no", "--loadmodule", SO, ...extra], { stdio: "ignore" });
       const server = new TestServer(port, proc, dir);
       for (let i = 0; i < 500 && proc.exitCode === null; i++) {
