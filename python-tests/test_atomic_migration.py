@@ -38,6 +38,16 @@ def migration_cluster(make_server):
     return kind, nodes
 
 
+def slot_on_source(make_server, slot, keys=50_000):
+    """(kind, source, destination, the slot's hash tag, a source client),
+    with `keys` plain keys in the slot so that its move takes a while."""
+    kind, nodes = migration_cluster(make_server)
+    tag = tag_for_slot(slot)
+    r = nodes[0].client()
+    fill(r, tag, keys)
+    return kind, nodes[0], nodes[1], tag, r
+
+
 def migrate(kind, src, dst, slot):
     if kind == "redis":
         dst.client().execute_command("CLUSTER", "MIGRATION", "IMPORT", slot, slot)
@@ -52,6 +62,15 @@ def fill(r, tag, n):
     for i in range(n):
         pipe.set(f"{tag}fill:{i}", "x" * 20)
     pipe.execute()
+
+
+def moved(r, d, key, left=0):
+    """Whether `key` is on the destination `d` and the source `r` keeps
+    `left` keys (`-MOVED` back to the source until ownership moves)."""
+    try:
+        return d.exists(key) == 1 and r.dbsize() == left
+    except redis.ResponseError:
+        return False
 
 
 def lock_info(c, key):
@@ -95,12 +114,8 @@ def test_writes_during_the_migration_reach_the_destination(make_server):
     """Acquires and releases on the source while the slot's snapshot is
     still being sent go to the destination through the migration's own
     stream (the state commands, `internal` on Redis 8, applied there)."""
-    kind, nodes = migration_cluster(make_server)
-    src, dst = nodes[0], nodes[1]
     slot = 200
-    tag = tag_for_slot(slot)
-    r = src.client()
-    fill(r, tag, 50_000)
+    kind, src, dst, tag, r = slot_on_source(make_server, slot)
     r.execute_command("LOCK.ACQUIRE", f"{tag}released", "h", 60000)
     for rid in ["a", "b"]:
         r.execute_command("LOCK.ACQUIRE", f"{tag}inner", "h", 60000, "ID", rid)
@@ -162,13 +177,7 @@ def test_the_destination_fences_stay_above_the_sources(make_server):
     r.execute_command("LOCK.ACQUIRE", f"{tag}k", "h", 60000)
     migrate(kind, src, dst, slot)
 
-    def moved():
-        try:  # -MOVED back to the source until ownership moves
-            return d.exists(f"{tag}k") == 1 and r.dbsize() == 1
-        except redis.ResponseError:
-            return False
-
-    assert wait_for(moved, timeout=10)
+    assert wait_for(lambda: moved(r, d, f"{tag}k", left=1), timeout=10)
     assert d.info("padlock")["padlock_last_fence"] >= 2**52
     assert d.execute_command("LOCK.ACQUIRE", f"{tag}next", "h", 1000) > 2**52
 
@@ -272,13 +281,7 @@ def test_request_ids_of_every_kind_move_with_the_slot(make_server):
     migrate(kind, src, dst, slot)
     d = dst.client()
 
-    def moved():
-        try:
-            return d.exists(f"{tag}l") == 1 and r.dbsize() == 0
-        except redis.ResponseError:
-            return False
-
-    assert wait_for(moved, timeout=30)
+    assert wait_for(lambda: moved(r, d, f"{tag}l"), timeout=30)
     # Valkey's snapshot holds what its keys' values write, so the ids of a
     # key no longer there stay behind (docs/operations.md).
     carried = len(sent) if kind == "redis" else 4
@@ -298,12 +301,8 @@ def test_mailbox_waits_are_told_to_wait_again_and_their_posts_move(make_server):
     when the move begins (a post of the moving slot: it reaches the new
     owner), a new one is refused meanwhile, and the source keeps no stray
     mailbox. Waiting again on the new owner queues there."""
-    kind, nodes = migration_cluster(make_server)
-    src, dst = nodes[0], nodes[1]
     slot = 800
-    tag = tag_for_slot(slot)
-    r = src.client()
-    fill(r, tag, 50_000)
+    kind, src, dst, tag, r = slot_on_source(make_server, slot)
     k, mb = f"{tag}k", f"{tag}mb"
     r.execute_command("LOCK.ACQUIRE", k, "a", 60000)
     wait = ["LOCK.ACQUIRE", k, "b", 60000, "BLOCK", 30000, "MAILBOX", mb, "ID", "q1"]
@@ -317,13 +316,7 @@ def test_mailbox_waits_are_told_to_wait_again_and_their_posts_move(make_server):
         assert str(e).startswith("TRYAGAIN") or "MOVED" in str(e), str(e)
     d = dst.client()
 
-    def moved():
-        try:
-            return d.exists(k) == 1 and r.dbsize() == 0
-        except redis.ResponseError:
-            return False
-
-    assert wait_for(moved, timeout=30), "the source keeps no stray mailbox"
+    assert wait_for(lambda: moved(r, d, k), timeout=30), "the source keeps no stray mailbox"
     posts = {e.split(b" ", 1)[0]: e.split(b" ", 1)[1] for e in d.lrange(mb, 0, -1)}
     assert set(posts) == told, posts
     assert all(p.startswith(b"-TRYAGAIN") for p in posts.values()), posts
@@ -349,12 +342,8 @@ def test_a_client_waiting_through_a_migration_gets_the_lock_on_the_new_owner(mak
 
     from padlock import Lock, aio
 
-    kind, nodes = migration_cluster(make_server)
-    src, dst = nodes[0], nodes[1]
     slot = 900
-    tag = tag_for_slot(slot)
-    r = src.client()
-    fill(r, tag, 50_000)
+    kind, src, dst, tag, r = slot_on_source(make_server, slot)
     k = f"{tag}k"
     assert r.execute_command("LOCK.ACQUIRE", k, "a", 60000) > 0
     rc = redis.RedisCluster(host="127.0.0.1", port=src.port)
@@ -385,13 +374,7 @@ def test_a_client_waiting_through_a_migration_gets_the_lock_on_the_new_owner(mak
         migrate(kind, src, dst, slot)
         d = dst.client()
 
-        def moved():
-            try:
-                return d.exists(k) == 1 and r.dbsize() == 0
-            except redis.ResponseError:
-                return False
-
-        assert wait_for(moved, timeout=30)
+        assert wait_for(lambda: moved(r, d, k), timeout=30)
         assert wait_for(lambda: lock_info(d, k)[b"waiters"] == 1, timeout=10), \
             "the caller queued again on the new owner"
         assert d.execute_command("LOCK.RELEASE", k, "a") == 0

@@ -8,7 +8,7 @@ import { GlideClusterClient, Logger } from "@valkey/valkey-glide";
 import { Redis } from "ioredis";
 import { Lock, glide } from "../src/index.js";
 import { keySlot, slotBox } from "../src/slots.js";
-import { CLUSTER, TestServer, ownAllSlots, sleep } from "./server.js";
+import { CLUSTER, TestServer, ownAllSlots, sleep, threeMasters } from "./server.js";
 
 Logger.setLoggerConfig("off");
 
@@ -18,17 +18,9 @@ describe("glide cluster mailboxes", () => {
   const nodes: TestServer[] = [];
   const admins: Redis[] = [];
   before(async () => {
-    for (let i = 0; i < 3; i++) {
-      nodes.push(await TestServer.start(CLUSTER));
-      admins.push(nodes[i].ioredis());
-      await admins[i].call("CLUSTER", "ADDSLOTSRANGE", String(i * 5462), String(Math.min(16383, i * 5462 + 5461)));
-    }
-    for (const a of admins.slice(1)) await a.call("CLUSTER", "MEET", "127.0.0.1", String(nodes[0].port));
-    for (let i = 0; i < 400; i++) {
-      const infos = await Promise.all(admins.map((a) => a.call("CLUSTER", "INFO")));
-      if (infos.every((s) => String(s).includes("cluster_state:ok") && String(s).includes("cluster_known_nodes:3"))) break;
-      await sleep(25);
-    }
+    const made = await threeMasters();
+    nodes.push(...made.nodes);
+    admins.push(...made.admins);
   });
   after(async () => {
     for (const a of admins) a.disconnect();

@@ -154,3 +154,22 @@ export async function ownAllSlots(admin: Redis): Promise<void> {
   await admin.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
   for (let i = 0; i < 200 && !String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok"); i++) await sleep(25);
 }
+
+/** Three masters of `binary`, node i serving a third of the slots, and an
+ * ioredis client on each; once the cluster agrees. */
+export async function threeMasters(binary = BINARY): Promise<{ nodes: TestServer[]; admins: Redis[] }> {
+  const nodes: TestServer[] = [];
+  const admins: Redis[] = [];
+  for (let i = 0; i < 3; i++) {
+    nodes.push(await TestServer.start(CLUSTER, binary));
+    admins.push(nodes[i].ioredis());
+    await admins[i].call("CLUSTER", "ADDSLOTSRANGE", String(i * 5462), String(Math.min(16383, i * 5462 + 5461)));
+  }
+  for (const a of admins.slice(1)) await a.call("CLUSTER", "MEET", "127.0.0.1", String(nodes[0].port));
+  for (let i = 0; i < 400; i++) {
+    const infos = await Promise.all(admins.map((a) => a.call("CLUSTER", "INFO")));
+    if (infos.every((s) => String(s).includes("cluster_state:ok") && String(s).includes("cluster_known_nodes:3"))) break;
+    await sleep(25);
+  }
+  return { nodes, admins };
+}
