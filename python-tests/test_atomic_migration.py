@@ -385,3 +385,30 @@ def test_a_client_waiting_through_a_migration_gets_the_lock_on_the_new_owner(mak
     finally:
         t.join(30)
         rc.close()
+
+
+def test_a_hold_that_reports_losses_to_a_mailbox_is_told_when_its_slot_starts_to_move(make_server):
+    """A `KEEP` binding ends with the move (the new owner binds nothing),
+    and a post after the move could reach no one: so a hold whose losses
+    go to a mailbox is told `-LOST migrating` when the move begins (a post
+    of the moving slot, read on either node), its lease gets its ttl, and
+    the source keeps no stray mailbox. Meanwhile a request naming a
+    mailbox of the slot is refused with `-TRYAGAIN`."""
+    slot = 960
+    kind, src, dst, tag, r = slot_on_source(make_server, slot)
+    k, mb = f"{tag}k", f"{tag}mb"
+    h = src.client()
+    fence = h.execute_command("LOCK.ACQUIRE", k, "a", 20000, "BLOCK", 1000, "MAILBOX", mb, "KEEP", "ID", "g1")
+    assert lock_info(r, k)[b"keep"] == 1
+    migrate(kind, src, dst, slot)
+    d = dst.client()
+    try:  # a move the source has begun refuses it; one not begun yet binds
+        h.execute_command("LOCK.EXTEND", k, "a", 20000, "KEEP", "MAILBOX", mb, "ID", "g2")
+    except redis.ResponseError as e:
+        assert str(e).startswith("TRYAGAIN") or "MOVED" in str(e), str(e)
+    assert wait_for(lambda: moved(r, d, k), timeout=30), "the source keeps no stray mailbox"
+    posts = d.lrange(mb, 0, -1)
+    assert b"g1 -LOST migrating" in posts or b"g2 -LOST migrating" in posts, posts
+    info = lock_info(d, k)
+    assert (info[b"holder"], info[b"fence"], info[b"keep"]) == (b"a", fence, 0)
+    assert 0 < d.pttl(k) <= 20000, "the lease runs out there unless bound again"

@@ -238,27 +238,37 @@ impl<K: Hash + Eq + OnKey, P> Bindings<K, P> {
     /// ends; its holds are gone, so nothing is written for them. Returns
     /// the bindings that ended (whose owners may want to hear of it).
     pub fn drop_key(&mut self, key: &K::Key) -> Vec<Binding<P>> {
+        self.take_key(key).into_iter().map(|(_, b)| b).collect()
+    }
+
+    /// Every binding on `key` ends, its leases returned with it: they stay,
+    /// and their owner writes each its ttl (a key leaving the node).
+    pub fn take_key(&mut self, key: &K::Key) -> Vec<(Rc<K>, Binding<P>)> {
         let ids = self.by_key.remove(key).unwrap_or_default().ids();
         let mut ended = Vec::with_capacity(ids.len());
         for id in &ids {
             if let Some((lease, b)) = self.by_id.remove(id) {
                 self.by_lease.remove(&lease);
                 forget(&mut self.by_client, &b.client, *id);
-                ended.push(b);
+                ended.push((lease, b));
             }
         }
         ended
     }
 
-    /// Every key for which `gone` holds went at once (a flush, a swap of
-    /// databases): as `drop_key` for each. O(bindings), like the flush.
-    pub fn drop_keys(&mut self, mut gone: impl FnMut(&K::Key) -> bool) -> Vec<Binding<P>> {
-        let keys: Vec<K::Key> = self
-            .by_id
+    /// The keys for which `pick` holds, among those with bindings.
+    pub fn keys_where(&self, mut pick: impl FnMut(&K::Key) -> bool) -> Vec<K::Key> {
+        self.by_id
             .values()
             .map(|(lease, _)| lease.on_key())
-            .filter(|k| gone(k))
-            .collect();
+            .filter(|k| pick(k))
+            .collect()
+    }
+
+    /// Every key for which `gone` holds went at once (a flush, a swap of
+    /// databases): as `drop_key` for each. O(bindings), like the flush.
+    pub fn drop_keys(&mut self, gone: impl FnMut(&K::Key) -> bool) -> Vec<Binding<P>> {
+        let keys = self.keys_where(gone);
         keys.iter().flat_map(|k| self.drop_key(k)).collect()
     }
 

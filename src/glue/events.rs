@@ -12,6 +12,7 @@ use super::guard;
 use super::info;
 use super::keep;
 use super::key::Key;
+use super::leaving;
 use super::server::{self, notify, now_ms};
 use super::timer;
 use super::types;
@@ -209,11 +210,11 @@ unsafe extern "C" fn on_slot_migration(
             let slots = || unsafe { moving_slots(data) };
             match subevent {
                 raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_STARTED => {
-                    waiting::slots_leaving(&Context::new(ctx), &slots())
+                    slots_leaving(&Context::new(ctx), &slots())
                 }
                 raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_FAILED
                 | raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_COMPLETED => {
-                    waiting::slots_left(&slots())
+                    leaving::ended(&slots())
                 }
                 raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_MODULE_PROPAGATE => {
                     fences::propagate_floor(&Context::new(ctx));
@@ -225,14 +226,22 @@ unsafe extern "C" fn on_slot_migration(
             // SAFETY: Valkey's info for this event.
             let slots = || unsafe { valkey_slots(data) };
             match subevent {
-                VALKEY_EXPORT_STARTED => waiting::slots_leaving(&Context::new(ctx), &slots()),
-                VALKEY_EXPORT_ABORTED | VALKEY_EXPORT_COMPLETED => waiting::slots_left(&slots()),
+                VALKEY_EXPORT_STARTED => slots_leaving(&Context::new(ctx), &slots()),
+                VALKEY_EXPORT_ABORTED | VALKEY_EXPORT_COMPLETED => leaving::ended(&slots()),
                 _ => {}
             }
         }
         waiting::slots_changed();
         keep::slots_changed();
     })
+}
+
+/// Slots start to move away: what would post to their mailboxes after the
+/// move is settled now (`glue::leaving`).
+fn slots_leaving(ctx: &Context, ranges: &[(u16, u16)]) {
+    leaving::began(ranges);
+    waiting::slots_leaving(ctx);
+    keep::slots_leaving(ctx);
 }
 
 /// Valkey 9's `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` and the subevents

@@ -60,6 +60,7 @@ pub fn check(
     {
         return Err(Error::CrossSlot);
     }
+    super::leaving::check(key)?;
     match rid {
         None => return Err(Error::Invalid("MAILBOX needs ID request-id")),
         Some(r) if r.contains(&b' ') => {

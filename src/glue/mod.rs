@@ -30,6 +30,7 @@ mod info;
 mod keep;
 mod key;
 mod kinds;
+mod leaving;
 mod mailbox;
 mod percentiles;
 mod replicate;

@@ -285,7 +285,7 @@ pub fn expiry_set(ctx: &Context, name: &[u8]) {
     if ended.is_empty() {
         return;
     }
-    unbind::ended_by_client(ended);
+    unbind::ended_by(ended, true);
 }
 
 /// A connection closed (Redis' `freeClient`): what it bound runs out one
@@ -346,6 +346,40 @@ pub fn stream_recent() -> bool {
 /// Slots moved (atomic slot migration).
 pub fn slots_changed() {
     thaw::slots_changed();
+}
+
+/// Slots start to move away (`glue::leaving`): the bindings on their keys
+/// end now, each lease getting its ttl (the new owner binds nothing), and
+/// a hold whose losses go to a mailbox is told `-LOST migrating` at once,
+/// as is one already unbound there: after the move a post could reach no
+/// one. Nothing of them is told later.
+pub fn slots_leaving(ctx: &Context) {
+    settle();
+    let leaving = |k: &KeyAt| super::leaving::has(&k.1);
+    let ended: Vec<_> = BOUND.with(|b| {
+        let Ok(mut b) = b.try_borrow_mut() else {
+            return Vec::new();
+        };
+        let keys = b.keys_where(leaving);
+        keys.iter()
+            .flat_map(|k| b.take_key(k))
+            .map(|(lease, x)| (lease, x.ttl_ms, x.payload))
+            .collect()
+    });
+    let mut mails: Vec<_> = lost::keys_gone(leaving);
+    let ended = ended
+        .into_iter()
+        .map(|(lease, ttl, mut how)| {
+            mails.extend(how.mail.take());
+            (lease, ttl, how)
+        })
+        .collect();
+    unbind::ended_by(ended, false);
+    // Posted now, while the slot is still this node's: the posts go with it.
+    let lost = crate::glue::blocking::Reply::Error("LOST migrating".to_owned());
+    for m in mails {
+        crate::glue::mailbox::post(ctx, &m, &lost);
+    }
 }
 
 /// A key reached `name` from elsewhere on this master (`RENAME`, `MOVE`,

@@ -112,15 +112,16 @@ fn note_unbound(e: &Ended) {
 }
 
 /// Bindings a client's own `PEXPIRE`/`PERSIST` ended (see
-/// `keep::expiry_set`): handled at the next timer.
-pub fn ended_by_client(ended: Vec<(Rc<Lease>, i64, How)>) {
+/// `keep::expiry_set`; `client_expiry`, kept), or a key's leaving the node
+/// did: each lease gets its ttl at the next timer.
+pub fn ended_by(ended: Vec<(Rc<Lease>, i64, How)>, client_expiry: bool) {
     let ended: Vec<Ended> = ended
         .into_iter()
         .map(|(lease, ttl, how)| Ended {
             lease,
             ttl,
             how,
-            client_expiry: true,
+            client_expiry,
         })
         .collect();
     for e in &ended {

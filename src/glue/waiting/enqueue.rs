@@ -34,11 +34,6 @@ pub fn wait(
     timeout_ms: i64,
     seen: Option<Seen>,
 ) -> Result<RedisValue, Error> {
-    if mailbox.is_some() {
-        if let Some(first) = names.first() {
-            super::moving::check(first.as_slice())?;
-        }
-    }
     let now = now_ms();
     let db = blocking::selected_db(ctx);
     let keys: Vec<KeyId> = names.iter().map(|n| KeyId::of(ctx, n)).collect();

@@ -38,7 +38,7 @@ use super::requests;
 use super::server::now_ms;
 use super::timer;
 
-pub use moving::{began as slots_leaving, ended as slots_left};
+pub use moving::began as slots_leaving;
 pub use state::{Attempt, Granted, KeyId, Seen, TakeBack, Try, Want};
 
 pub fn init(ctx: &Context) {
