@@ -412,3 +412,27 @@ def test_a_hold_that_reports_losses_to_a_mailbox_is_told_when_its_slot_starts_to
     info = lock_info(d, k)
     assert (info[b"holder"], info[b"fence"], info[b"keep"]) == (b"a", fence, 0)
     assert 0 < d.pttl(k) <= 20000, "the lease runs out there unless bound again"
+
+
+def test_a_client_holding_through_a_migration_hears_its_loss(make_server):
+    """The Python client's hold (`KEEP`, losses reported to its slot's
+    mailbox) hears `-LOST migrating` when its slot starts to move, and
+    never says held after: the new owner binds nothing."""
+    from padlock import Lock
+
+    slot = 970
+    kind, src, dst, tag, r = slot_on_source(make_server, slot)
+    k = f"{tag}k"
+    rc = redis.RedisCluster(host="127.0.0.1", port=src.port)
+    try:
+        lock = Lock(rc, k, ttl=10)
+        assert lock.acquire(timeout=5) is not None
+        assert wait_for(lambda: lock_info(r, k)[b"keep"] == 1, timeout=5)
+        migrate(kind, src, dst, slot)
+        assert lock.lost.wait(10), "the loss was heard"
+        assert not lock.held
+        d = dst.client()
+        assert wait_for(lambda: moved(r, d, k), timeout=30)
+        assert 0 < d.pttl(k) <= 10000, "its lease runs out on the new owner"
+    finally:
+        rc.close()
