@@ -45,7 +45,7 @@ started=$SECONDS
 ( server redis-8.0 "$r80" -m "not heavy"; run go-client clients/go env PADLOCK_ASM_SERVER="$v91" sh -c \
     "go vet ./... && timeout -k 30 $LIMIT go test -race -count=1 ./..." ) &
 ( server redis-8.6 "$r86" -m "not heavy" ) &
-( run java-client clients/java timeout -k 30 "$LIMIT" mvn -q -B -ntp verify ) &
+( run java-client clients/java env PADLOCK_ASM_SERVER="$v91" timeout -k 30 "$LIMIT" mvn -q -B -ntp verify ) &
 wait
 
 failed=0

@@ -37,6 +37,13 @@ public interface Driver extends AutoCloseable {
     }
 
     /**
+     * A node answered {@code MOVED} for {@code key} (a resharding): the slot
+     * map this adapter and its driver keep is read again, so that
+     * {@link #node} and {@link #open} name the slot's new owner.
+     */
+    default void moved(String key) {}
+
+    /**
      * In a cluster, a connection of padlock's own to {@code key}'s node that
      * hears of writes to keys starting with {@code prefix} and hands the keys
      * named to {@code heard} ({@code null}: every key may have changed, a

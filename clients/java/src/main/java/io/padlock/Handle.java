@@ -170,10 +170,7 @@ abstract class Handle {
         return now;
     }
 
-    /**
-     * A try's reply (or what it failed with) counted into the hold (caller
-     * holds io): true when granted, null when not (yet).
-     */
+    /** A try's reply (or what it failed with) counted in (caller holds io): true when granted, null when not (yet). */
     private Boolean tried(SharedHold first, long units, long sent, Object r, Throwable failed) {
         if (failed != null) {
             if (!(failed instanceof ReplyException re) || !"TRYAGAIN".equals(re.code())) {
@@ -202,12 +199,15 @@ abstract class Handle {
 
     private boolean waitFor(String holder, long units, long deadline, boolean forever, boolean interruptibly)
             throws InterruptedException {
-        while (true) {
+        for (int moves = 0; ; moves++) {
             Waits.Waited w;
             try {
                 w = Waits.await(pad, kind, left -> waitArgs(holder, units, left), deadline, forever, interruptibly,
                         releaseArgs(holder, units));
             } catch (ReplyException e) {
+                if (Waits.moved(pad, kind, holder, e, moves)) {
+                    continue;
+                }
                 throw Handle.translate(e);
             }
             Boolean got = adoptWait(holder, units, w);
@@ -231,10 +231,7 @@ abstract class Handle {
         return a;
     }
 
-    /**
-     * A wait's outcome counted into the holder's hold, its lease bound (or, plain, timed); null: a grant
-     * that ran out before it could be bound (granted while the keeper was replaced): the caller never had it.
-     */
+    /** A wait's outcome counted in, its lease bound (or timed); null: a grant that ran out before it could be bound. */
     private Boolean adoptWait(String holder, long units, Waits.Waited w) {
         if (w.reply() == null) {
             return false;

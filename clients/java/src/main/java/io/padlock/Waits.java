@@ -61,6 +61,31 @@ final class Waits {
         }
     }
 
+    /**
+     * A {@code MOVED} reply to a wait (a resharding; up to 8 redirects): the
+     * driver reads its slot map again, and a hold of {@code holder} holding
+     * nothing ends, so that the wait, sent again, goes to the slot's new
+     * owner and its grant is kept there. False: not a redirect to follow.
+     */
+    static boolean moved(Padlock pad, Kind kind, String holder, ReplyException e, int moves) {
+        if (!"MOVED".equals(e.code()) || !pad.driver.cluster() || moves >= 8) {
+            return false;
+        }
+        pad.driver.moved(kind.route());
+        SharedHold h = pad.existing(kind, holder);
+        if (h != null) {
+            h.io.lock();
+            try {
+                if (h.depth == 0) {
+                    h.finish(true);
+                }
+            } finally {
+                h.io.unlock();
+            }
+        }
+        return true;
+    }
+
     /** Pauses before a wait is asked again; false when its time is up (a wait without end never is). */
     static boolean again(int attempt, long deadline, boolean forever) {
         if (forever) {

@@ -36,10 +36,15 @@ final class Servers implements AutoCloseable {
 
     /** Three masters, slots split evenly, all agreeing the cluster is ok. */
     static Servers cluster() throws Exception {
+        return cluster(BINARY);
+    }
+
+    /** {@link #cluster()} of the server binary {@code binary}. */
+    static Servers cluster(String binary) throws Exception {
         Servers s = new Servers();
         for (int i = 0; i < 3; i++) {
             s.start(List.of("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "5000"));
+                    "--cluster-node-timeout", "5000"), binary);
         }
         int[][] ranges = {{0, 5460}, {5461, 10922}, {10923, 16383}};
         for (int i = 0; i < 3; i++) {
@@ -123,10 +128,14 @@ final class Servers implements AutoCloseable {
      * `make test` run side by side and start servers too).
      */
     private void start(List<String> extra) throws Exception {
+        start(extra, BINARY);
+    }
+
+    private void start(List<String> extra, String binary) throws Exception {
         for (int attempt = 0; ; attempt++) {
             int port = freePort();
             Path dir = Files.createTempDirectory("padlock-java-");
-            List<String> argv = new ArrayList<>(List.of(BINARY, "--port", "" + port, "--bind", "127.0.0.1",
+            List<String> argv = new ArrayList<>(List.of(binary, "--port", "" + port, "--bind", "127.0.0.1",
                     "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", SO));
             argv.addAll(extra);
             Process p = new ProcessBuilder(argv).redirectErrorStream(true)

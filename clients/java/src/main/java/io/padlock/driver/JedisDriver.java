@@ -41,6 +41,24 @@ public final class JedisDriver implements Driver {
         this.slots = new JedisSlots(() -> open("{0}"));
     }
 
+    /**
+     * Reads the slot map again: padlock's own, and Jedis' (a command of the
+     * cluster client on the key follows the MOVED and renews its cache).
+     */
+    @Override
+    public void moved(String key) {
+        slots.reset();
+        try {
+            if (jedis instanceof JedisCluster jc) {
+                jc.exists(key);
+            } else if (jedis instanceof RedisClusterClient rc) {
+                rc.exists(key);
+            }
+        } catch (RuntimeException ignored) {
+            // the next request meets whatever failed here
+        }
+    }
+
     @Override
     public Link open(String key) {
         try {

@@ -26,6 +26,11 @@ final class JedisSlots {
         return o[slot];
     }
 
+    /** Forgets the map: the next look reads it again (a slot moved). */
+    void reset() {
+        owners = null;
+    }
+
     /** {@code CLUSTER SLOTS} on a connection borrowed and given back at once. */
     private String[] load() {
         Object got = any.get().callAndClose(5000, List.of("CLUSTER", "SLOTS"));

@@ -79,6 +79,14 @@ public final class LettuceDriver implements Driver {
         return cluster != null;
     }
 
+    /** Reads the cluster's partitions (slot map) again. */
+    @Override
+    public void moved(String key) {
+        if (cluster != null) {
+            cluster.refreshPartitions();
+        }
+    }
+
     private RedisClusterNode master(String key) {
         RedisClusterNode master = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(key));
         if (master == null) {

@@ -1,0 +1,107 @@
+package io.padlock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.FieldSource;
+
+/**
+ * A caller waiting when its key's slot starts to move (an atomic slot
+ * migration: Redis 8.4+ or Valkey 9+, named by PADLOCK_ASM_SERVER) is told
+ * to wait again, follows the slot to its new owner (MOVED), queues there and
+ * is granted there.
+ */
+class MigrationTest {
+    static final String ASM = System.getenv("PADLOCK_ASM_SERVER");
+    static Servers cluster;
+    static final List<String> drivers = Clients.DRIVERS;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Assumptions.assumeTrue(ASM != null, "PADLOCK_ASM_SERVER is not set");
+        cluster = Servers.cluster(ASM);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (cluster != null) {
+            cluster.close();
+        }
+    }
+
+    static void until(String what, long seconds, BooleanSupplier ok) throws InterruptedException {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (System.nanoTime() < end) {
+            if (ok.getAsBoolean()) {
+                return;
+            }
+            Thread.sleep(25);
+        }
+        throw new AssertionError("not within " + seconds + " s: " + what);
+    }
+
+    static int owner(String key) {
+        int slot = Slots.of(key);
+        return slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2;
+    }
+
+    static String quiet(int node, String... args) {
+        try {
+            return cluster.cmd(node, args);
+        } catch (Exception e) {
+            return "";
+        }
+    }
+
+    static int waiters(int node, String key) {
+        List<String> info = List.of(quiet(node, "LOCK.INFO", key).split(" "));
+        int at = info.indexOf("waiters");
+        return at < 0 ? 0 : Integer.parseInt(info.get(at + 1));
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aWaitFollowsTheSlotToItsNewOwner(String driver) throws Exception {
+        String key = "{asm-java-" + driver + "}k";
+        int src = owner(key);
+        int dst = (src + 1) % 3;
+        String slot = Integer.toString(Slots.of(key));
+        cluster.cmd(src, "LOCK.ACQUIRE", key, "a", "60000");
+        try (Clients clients = new Clients()) {
+            Padlock p = clients.cluster(driver, cluster.ports);
+            PadlockLock lock = p.getLock(key);
+            CompletableFuture<Boolean> got = CompletableFuture.supplyAsync(() -> {
+                try {
+                    boolean held = lock.tryLock(25, TimeUnit.SECONDS);
+                    if (held) {
+                        lock.unlock();
+                    }
+                    return held;
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            until("the caller waits on the source", 10, () -> waiters(src, key) == 1);
+            if (cluster.cmd(src, "INFO", "server").contains("valkey_version")) {
+                String id = cluster.cmd(dst, "CLUSTER", "MYID");
+                cluster.cmd(src, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", id);
+            } else {
+                cluster.cmd(dst, "CLUSTER", "MIGRATION", "IMPORT", slot, slot);
+            }
+            until("the slot moved", 30, () -> quiet(dst, "EXISTS", key).equals("1")
+                    && quiet(src, "DBSIZE").equals("0"));
+            until("the caller queued on the new owner", 10, () -> waiters(dst, key) == 1);
+            cluster.cmd(dst, "LOCK.RELEASE", key, "a");
+            assertTrue(got.get(20, TimeUnit.SECONDS), "granted on the new owner");
+            assertEquals("0", cluster.cmd(dst, "EXISTS", key), "and released there");
+        }
+    }
+}
