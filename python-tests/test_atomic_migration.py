@@ -329,6 +329,32 @@ def test_mailbox_waits_are_told_to_wait_again_and_their_posts_move(make_server):
     assert rid == b"q1" and lock_info(d, k)[b"holder"] == b"b" and int(fence) > 0
 
 
+def test_every_kind_of_mailbox_wait_is_told_to_wait_again(make_server):
+    """Semaphore, read-write and multi-key mailbox waits are told as a
+    lock's are (the engine is kind-blind), and a semaphore holder whose
+    losses go to the mailbox is told `-LOST migrating`."""
+    slot = 820
+    kind, src, dst, tag, r = slot_on_source(make_server, slot)
+    s, w, m1, m2, mb = (f"{tag}{n}" for n in ("s", "w", "m1", "m2", "mb"))
+    h = src.client()
+    assert h.execute_command("SEM.ACQUIRE", s, "a", 1, 60000, "BLOCK", 1000, "MAILBOX", mb, "KEEP",
+                             "ID", "held") == 1
+    r.execute_command("RWLOCK.ACQUIRE", w, "a", "READ", 60000)
+    r.execute_command("LOCK.MACQUIRE", 2, m1, m2, "a", 60000)
+    waits = {b"qs": ["SEM.ACQUIRE", s, "b", 1, 60000],
+             b"qw": ["RWLOCK.ACQUIRE", w, "b", "WRITE", 60000],
+             b"qm": ["LOCK.MACQUIRE", 2, m1, m2, "b", 60000]}
+    for rid, cmd in waits.items():
+        assert r.execute_command(*cmd, "BLOCK", 30000, "MAILBOX", mb, "ID", rid.decode()) == b"WAITING"
+    migrate(kind, src, dst, slot)
+    d = dst.client()
+    assert wait_for(lambda: moved(r, d, s), timeout=30), "the source keeps no stray mailbox"
+    posts = {e.split(b" ", 1)[0]: e.split(b" ", 1)[1] for e in d.lrange(mb, 0, -1)}
+    assert set(posts) == set(waits) | {b"held"}, posts
+    assert all(posts[rid].startswith(b"-TRYAGAIN") for rid in waits), posts
+    assert posts[b"held"] == b"-LOST migrating"
+
+
 @pytest.mark.parametrize("flavour", ["threads", "asyncio"])
 def test_a_client_waiting_through_a_migration_gets_the_lock_on_the_new_owner(make_server, flavour):
     """End to end with the Python client (`RedisCluster`, mailbox waits):
