@@ -53,6 +53,8 @@ final class SharedHold {
     /** Until when (nanoTime) the lease surely lives: counted from send times. */
     private volatile long leaseUntil;
     private volatile boolean lost;
+    /** Lost without the server saying so: it may still count holds of it (see {@code Handle#clearLeftover}). */
+    boolean leftover;
     private final List<Runnable> onLost = new CopyOnWriteArrayList<>();
     private Watcher.Ticket watch;
 
@@ -378,6 +380,7 @@ final class SharedHold {
             return;
         }
         lost = true;
+        leftover = !sure && depth > 0;
         depth = reads = writes = 0;
         // It stays in the registry, lost, until its holder next tries to
         // release or take it: until then the holder is told it lost it.
