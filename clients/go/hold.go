@@ -217,7 +217,7 @@ func (h *hold) send(ctx context.Context, make func(time.Duration) []any, p phase
 const maxMoves = 8
 
 // reroute points the hold at its key's current node: the cluster's map is
-// read again, and the keeper and mailman are that node's.
+// read again, and the keeper and mailman are that node's (caller holds mu).
 func (h *hold) reroute(ctx context.Context) error {
 	h.c.b.reload(ctx)
 	k, m, err := h.c.nodeOf(ctx, h.s.route())
@@ -225,6 +225,9 @@ func (h *hold) reroute(ctx context.Context) error {
 		return err
 	}
 	h.st.Lock()
+	// Nothing is bound on the new owner until a KEEP request binds it, and
+	// losses are heard there.
+	h.forgetLossesLocked()
 	h.k, h.m = k, m
 	h.st.Unlock()
 	return nil

@@ -22,6 +22,13 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(tagged) & 0x3FFF
 }
 
+/// Whether `key`'s slot is in one of `ranges` (inclusive slot ranges, as a
+/// migration names them).
+pub fn in_ranges(ranges: &[(u16, u16)], key: &[u8]) -> bool {
+    let slot = key_slot(key);
+    ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
+}
+
 /// CRC-16/XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster uses.
 fn crc16(bytes: &[u8]) -> u16 {
     let mut crc: u16 = 0;
@@ -139,6 +146,16 @@ pub fn route(nodes: &str, slot: u16) -> Option<Route> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_ranges_reads_the_tag_and_both_ends() {
+        let k = b"{user1000}.following";
+        let s = key_slot(k);
+        assert!(in_ranges(&[(s, s)], k));
+        assert!(in_ranges(&[(0, 1), (s.saturating_sub(3), s)], k));
+        assert!(!in_ranges(&[(s + 1, 16383)], k));
+        assert!(!in_ranges(&[], k));
+    }
 
     #[test]
     fn slots_match_redis() {

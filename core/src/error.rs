@@ -158,8 +158,8 @@ pub fn escape(bytes: &[u8]) -> String {
     out
 }
 
-/// What a mailbox wait is told while its key's slot moves to another node
-/// (and, without `TRYAGAIN`, what is posted to those queued already).
+/// What a mailbox request is told while its key's slot moves to another
+/// node, and what is posted (after `-`) to the waits queued there already.
 pub const SLOT_MOVING: &str =
     "TRYAGAIN the key's slot is moving to another node, wait again once it moved";
 

@@ -144,21 +144,24 @@ pub fn subscribe(ctx: &Context) {
     );
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_SWAPDB, on_swapdb);
     blocking::subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, on_flush);
-    // Redis 8.4+ (elsewhere the subscriptions are refused, and nothing
-    // happens); on Valkey 9+ the second id is its atomic slot migration,
-    // and the first may be another event.
-    if !server::is_valkey() {
+    // Redis 8.4+ and Valkey 9+ (elsewhere the subscriptions are refused,
+    // and nothing happens). Valkey numbers its events its own way: its
+    // atomic slot migration has Redis' trim id, and Redis' migration id
+    // may be another Valkey event.
+    if server::is_valkey() {
+        blocking::subscribe(ctx, VALKEY_ATOMIC_SLOT_MIGRATION, on_valkey_slot_migration);
+    } else {
         blocking::subscribe(
             ctx,
             raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION,
             on_slot_migration,
         );
+        blocking::subscribe(
+            ctx,
+            raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
+            on_slot_migration,
+        );
     }
-    blocking::subscribe(
-        ctx,
-        raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION_TRIM,
-        on_slot_migration,
-    );
     // A subscriber to trimmed keys makes Redis trim a slot that moved away
     // on the main thread, key by key, through the types' own callbacks,
     // instead of freeing padlock's values on a background thread.
@@ -190,11 +193,12 @@ unsafe extern "C" fn on_trimmed(
     raw::REDISMODULE_OK as std::os::raw::c_int
 }
 
-/// Atomic slot migration: the source sends the destination its fence
-/// counter (so every fence the destination hands out for the moved keys is
-/// above every fence the source handed out) and, on Redis 8.x, the moving
-/// keys' request-ids; waiters of slots that
-/// moved away are sent after them.
+/// Redis 8.4+ atomic slot migration: the source sends the destination its
+/// fence counter (so every fence the destination hands out for the moved
+/// keys is above every fence the source handed out) and the moving keys'
+/// request-ids; what would post to the moving slots' mailboxes later is
+/// settled when the move begins; waiters of slots that moved away are sent
+/// after them.
 unsafe extern "C" fn on_slot_migration(
     ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
@@ -202,10 +206,7 @@ unsafe extern "C" fn on_slot_migration(
     data: *mut c_void,
 ) {
     guard::call((), || {
-        // Valkey's atomic slot migration event has Redis' trim event's id,
-        // and its own ids may mean other events.
-        let valkey = server::is_valkey();
-        if !valkey && eid.id == raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION {
+        if eid.id == raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION {
             // SAFETY: this event's data is the migration's info.
             let slots = || unsafe { moving_slots(data) };
             match subevent {
@@ -222,18 +223,35 @@ unsafe extern "C" fn on_slot_migration(
                 }
                 _ => {}
             }
-        } else if valkey && eid.id == VALKEY_ATOMIC_SLOT_MIGRATION {
-            // SAFETY: Valkey's info for this event.
-            let slots = || unsafe { valkey_slots(data) };
-            match subevent {
-                VALKEY_EXPORT_STARTED => slots_leaving(&Context::new(ctx), &slots()),
-                VALKEY_EXPORT_ABORTED | VALKEY_EXPORT_COMPLETED => leaving::ended(&slots()),
-                _ => {}
-            }
         }
-        waiting::slots_changed();
-        keep::slots_changed();
+        slots_changed();
     })
+}
+
+/// Valkey 9's atomic slot migration (the source's side: the fence floor
+/// and request-ids travel in the snapshot, `aof_rewrite`).
+unsafe extern "C" fn on_valkey_slot_migration(
+    ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    guard::call((), || {
+        // SAFETY: Valkey's info for this event.
+        let slots = || unsafe { valkey_slots(data) };
+        match subevent {
+            VALKEY_EXPORT_STARTED => slots_leaving(&Context::new(ctx), &slots()),
+            VALKEY_EXPORT_ABORTED | VALKEY_EXPORT_COMPLETED => leaving::ended(&slots()),
+            _ => {}
+        }
+        slots_changed();
+    })
+}
+
+/// Slots moved or were trimmed: waiters and far leases are looked at again.
+fn slots_changed() {
+    waiting::slots_changed();
+    keep::slots_changed();
 }
 
 /// Slots start to move away: what would post to their mailboxes after the

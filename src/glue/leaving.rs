@@ -8,6 +8,7 @@
 //! caller asks again, on the new owner once the slot moved.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::core::cluster;
 use crate::core::error::Error;
@@ -17,26 +18,32 @@ thread_local! {
     static LEAVING: RefCell<Vec<(u16, u16)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Whether LEAVING holds any range, in a plain static: every mailbox
+/// request asks, and almost always none leaves (a thread-local read is a
+/// call in a cdylib).
+static ANY: AtomicBool = AtomicBool::new(false);
+
 /// A move of `ranges` away began.
 pub fn began(ranges: &[(u16, u16)]) {
-    LEAVING.with(|m| m.borrow_mut().extend_from_slice(ranges));
+    LEAVING.with(|m| {
+        let mut m = m.borrow_mut();
+        m.extend_from_slice(ranges);
+        ANY.store(!m.is_empty(), Relaxed);
+    });
 }
 
 /// A move of `ranges` ended (done or given up).
 pub fn ended(ranges: &[(u16, u16)]) {
-    LEAVING.with(|m| m.borrow_mut().retain(|r| !ranges.contains(r)));
+    LEAVING.with(|m| {
+        let mut m = m.borrow_mut();
+        m.retain(|r| !ranges.contains(r));
+        ANY.store(!m.is_empty(), Relaxed);
+    });
 }
 
 /// Whether `key`'s slot is leaving this node.
 pub fn has(key: &[u8]) -> bool {
-    LEAVING.with(|m| {
-        let m = m.borrow();
-        if m.is_empty() {
-            return false;
-        }
-        let slot = cluster::key_slot(key);
-        m.iter().any(|&(a, b)| (a..=b).contains(&slot))
-    })
+    ANY.load(Relaxed) && LEAVING.with(|m| cluster::in_ranges(&m.borrow(), key))
 }
 
 /// A request naming a mailbox of `key`'s slot: refused while it leaves.

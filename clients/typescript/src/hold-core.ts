@@ -268,6 +268,9 @@ export abstract class HoldCore {
         if (this.cluster !== undefined && isMoved(e) && moves++ < MAX_MOVES) {
           // Resharded: sent to the slot's new owner, with its id (the ids
           // of what applied here moved with the slot).
+          // Nothing is bound there until a `KEEP` request binds it.
+          this.mailman?.unwatch(this.lossIds);
+          [this.lossIds, this.boundEpoch, this.mailbound, this.grantedBound] = [[], -1, false, false];
           this.backend = this.cluster;
           await this.route();
           continue;

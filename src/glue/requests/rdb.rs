@@ -100,16 +100,13 @@ pub fn emit_for_key(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleStri
 /// answers a resend of a request the source applied. Ids of freed keys go
 /// too; a resent final release must still answer 0 there.
 pub fn propagate_for_slots(ctx: *mut raw::RedisModuleCtx, slots: &[(u16, u16)]) {
-    let moving = |key: &[u8]| {
-        let s = crate::core::cluster::key_slot(key);
-        slots.iter().any(|&(a, b)| (a..=b).contains(&s))
-    };
     let all: Vec<Vec<Vec<u8>>> = with(|m| {
         m.all()
-            .filter(|(at, _)| moving(&at.key))
+            .filter(|(at, _)| crate::core::cluster::in_ranges(slots, &at.key))
             .map(|(at, r)| words(at, &r.id, Some(r)))
             .collect()
     });
+    // SAFETY: reading the API table, written once at load.
     let Some(propagate) = (unsafe { raw::RedisModule_ClusterPropagateForSlotMigration }) else {
         return;
     };

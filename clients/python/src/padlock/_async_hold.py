@@ -16,8 +16,7 @@ import redis
 
 from . import _asyncio_mail as mail
 from . import _asyncio_runtime as rt
-from ._common import LockLostError, NotAcquiredError, NotHeldError, Replicas, is_moved, is_try_again, to_ms
-from ._common import translate
+from ._common import LockLostError, NotAcquiredError, NotHeldError, Replicas, is_moved, is_try_again, to_ms, translate
 from ._holders import COUNTS, current_holder
 from ._kinds import Commands
 from ._retry import (
@@ -195,12 +194,13 @@ class HoldCore(Commands):
                 await rt.sleep(p)
 
     async def _moved(self) -> None:
-        """The key's slot moved: the next request goes to its new owner
-        (the ids of what applied here moved with the slot)."""
+        """Resharded: the next request goes to the key's new owner, where nothing is bound yet."""
         async with self._io:
             await self._source.moved()
-            self._keeper = None
-            self._client = self._source.client
+            if self._mailman is not None:
+                self._mailman.unwatch(self._loss_ids)
+            self._keeper, self._mailman, self._loss_ids, self._client = None, None, [], self._source.client
+            self._bound_epoch, self._granted_bound, self._mailbound = -1, False, False
 
     async def _give_back(self, clean: bool = True) -> None:
         """The hold is over. Unless nothing of it can still be bound

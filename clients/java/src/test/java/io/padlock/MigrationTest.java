@@ -38,14 +38,8 @@ class MigrationTest {
     }
 
     static void until(String what, long seconds, BooleanSupplier ok) throws InterruptedException {
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-        while (System.nanoTime() < end) {
-            if (ok.getAsBoolean()) {
-                return;
-            }
-            Thread.sleep(25);
-        }
-        throw new AssertionError("not within " + seconds + " s: " + what);
+        MailboxTest.until(ok, TimeUnit.SECONDS.toMillis(seconds));
+        assertTrue(ok.getAsBoolean(), "not within " + seconds + " s: " + what);
     }
 
     static int owner(String key) {
