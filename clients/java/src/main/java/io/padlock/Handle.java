@@ -303,12 +303,12 @@ abstract class Handle {
         }
         h.io.lock();
         try {
-            h.checkReleasable();
+            Releases.check(h);
             Object r;
             try {
                 r = h.send(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
             } catch (RuntimeException e) {
-                throw h.releaseFailed(e);
+                throw Releases.failed(h, e);
             }
             if (released(h, r, units)) {
                 Replicated.released(pad, kind, h);
@@ -412,7 +412,7 @@ abstract class Handle {
         }
         CompletableFuture<Object> reply;
         try {
-            h.checkReleasable();
+            Releases.check(h);
             reply = h.sendAsync(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));
         } catch (RuntimeException e) {
             h.io.unlock();
@@ -421,7 +421,7 @@ abstract class Handle {
         return reply.handle((r, e) -> {
             try {
                 if (e != null) {
-                    throw h.releaseFailed(Replies.cause(e));
+                    throw Releases.failed(h, Replies.cause(e));
                 }
                 if (released(h, r, units)) {
                     h.finish(true);

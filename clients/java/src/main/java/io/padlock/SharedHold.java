@@ -27,7 +27,8 @@ final class SharedHold {
 
     /** Guards every send of the hold, and the counts below. */
     final IoLock io = new IoLock();
-    final Keeper keeper;
+    /** The route key's node's keeper; another after a resharding ({@link #rerouted}). Written under io. */
+    volatile Keeper keeper;
     /** The keeper's epoch the lease was bound ({@code KEEP}) on, or -1. */
     private long boundEpoch = -1;
     /** The keeper's epoch this hold's latest write went out on; -1: written elsewhere (a mailed grant). */
@@ -110,13 +111,60 @@ final class SharedHold {
      */
     Object send(List<String> args, long deadline) {
         List<String> withId = prepared(args);
-        return bound(withId, Padlock.resend(keeper, withId, deadline));
+        for (int moves = 0; ; moves++) {
+            try {
+                return bound(withId, Padlock.resend(keeper, withId, deadline));
+            } catch (ReplyException e) {
+                if (!rerouted(e, moves)) {
+                    throw e;
+                }
+                withId = readdressed(withId);
+            }
+        }
     }
 
     /** {@link #send} without a thread waiting for the reply ({@link Keeper#callAsync}); io stays the caller's. */
     java.util.concurrent.CompletableFuture<Object> sendAsync(List<String> args, long deadline) {
-        List<String> withId = prepared(args);
-        return pad.resendAsync(keeper, withId, deadline).thenApply(r -> bound(withId, r));
+        return sendAsync(prepared(args), deadline, 0);
+    }
+
+    private java.util.concurrent.CompletableFuture<Object> sendAsync(List<String> withId, long deadline, int moves) {
+        return pad.resendAsync(keeper, withId, deadline).handle((r, e) -> {
+            if (e == null) {
+                return java.util.concurrent.CompletableFuture.completedFuture(bound(withId, r));
+            }
+            Throwable cause = Replies.cause(e);
+            if (cause instanceof ReplyException re && "MOVED".equals(re.code())) {
+                // Followed off the driver's threads: reading the slot map again may block.
+                return java.util.concurrent.CompletableFuture.supplyAsync(() -> rerouted(re, moves), pad.scheduler)
+                        .thenCompose(on -> on ? sendAsync(readdressed(withId), deadline, moves + 1)
+                                : java.util.concurrent.CompletableFuture.failedFuture(re));
+            }
+            return java.util.concurrent.CompletableFuture.<Object>failedFuture(cause);
+        }).thenCompose(f -> f);
+    }
+
+    /** A redirect followed ({@link Moves}): on with the new owner's keeper, the old one's binding and loss ids forgotten. */
+    private boolean rerouted(ReplyException e, int moves) {
+        if (!Moves.follow(pad, kind.route(), e, moves)) {
+            return false;
+        }
+        if (keeper.mailman != null) {
+            keeper.mailman.unwatch(lossIds);
+        }
+        lossIds.clear();
+        boundEpoch = writtenEpoch = -1;
+        mailbound = false;
+        keeper = pad.keeper(kind.route());
+        return true;
+    }
+
+    private List<String> readdressed(List<String> withId) {
+        List<String> cmd = Moves.readdressed(withId, keeper.mailman);
+        if (cmd.contains("KEEP") && cmd.contains("MAILBOX")) {
+            watchLosses(cmd.get(cmd.size() - 1));
+        }
+        return cmd;
     }
 
     /** The command with its request-id; a loss mailed under that id is heard. */
@@ -337,33 +385,6 @@ final class SharedHold {
         } catch (RuntimeException e) {
             return -1;
         }
-    }
-
-    /** What a release may be asked of (caller holds io): throws when there is nothing to release. */
-    void checkReleasable() {
-        if (lost()) {
-            pad.forget(this);
-            throw new LockLostException(kind.route() + " was lost by " + holder);
-        }
-        if (ended || depth == 0) {
-            throw new IllegalMonitorStateException(kind.route() + " is not held by " + holder);
-        }
-    }
-
-    /** What a failed release means for the hold (caller holds io), and what to throw. */
-    RuntimeException releaseFailed(Throwable e) {
-        if (e instanceof ReplyException r && ("NOTHELD".equals(r.code()) || "WRONGTYPE".equals(r.code()))) {
-            lose(kind.route() + " was lost by " + holder + " before its release", true);
-            pad.forget(this);
-            return new LockLostException(r.getMessage());
-        }
-        if (e instanceof LinkException) {
-            // Not known whether it was released: the connection is closed,
-            // so nothing keeps the lease; it runs out within one ttl.
-            lose("the release of " + kind.route() + " by " + holder + " got no answer");
-            pad.forget(this);
-        }
-        return e instanceof RuntimeException r ? r : new LinkException(String.valueOf(e), e);
     }
 
     /** The hold is gone without a release: nobody may count on it any more. Caller holds io. */

@@ -68,10 +68,9 @@ final class Waits {
      * owner and its grant is kept there. False: not a redirect to follow.
      */
     static boolean moved(Padlock pad, Kind kind, String holder, ReplyException e, int moves) {
-        if (!"MOVED".equals(e.code()) || !pad.driver.cluster() || moves >= 8) {
+        if (!Moves.follow(pad, kind.route(), e, moves)) {
             return false;
         }
-        pad.driver.moved(kind.route());
         SharedHold h = pad.existing(kind, holder);
         if (h != null) {
             h.io.lock();

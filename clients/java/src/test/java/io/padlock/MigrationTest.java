@@ -3,6 +3,7 @@ package io.padlock;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -61,13 +62,25 @@ class MigrationTest {
         return at < 0 ? 0 : Integer.parseInt(info.get(at + 1));
     }
 
+    /** Moves {@code key}'s slot from node {@code src} to {@code dst} atomically, and waits until it moved. */
+    static void migrate(int src, int dst, String key) throws Exception {
+        String slot = Integer.toString(Slots.of(key));
+        if (cluster.cmd(src, "INFO", "server").contains("valkey_version")) {
+            String id = cluster.cmd(dst, "CLUSTER", "MYID");
+            cluster.cmd(src, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", id);
+        } else {
+            cluster.cmd(dst, "CLUSTER", "MIGRATION", "IMPORT", slot, slot);
+        }
+        until("the slot moved", 30, () -> quiet(dst, "EXISTS", key).equals("1")
+                && quiet(src, "DBSIZE").equals("0"));
+    }
+
     @ParameterizedTest
     @FieldSource("drivers")
     void aWaitFollowsTheSlotToItsNewOwner(String driver) throws Exception {
         String key = "{asm-java-" + driver + "}k";
         int src = owner(key);
         int dst = (src + 1) % 3;
-        String slot = Integer.toString(Slots.of(key));
         cluster.cmd(src, "LOCK.ACQUIRE", key, "a", "60000");
         try (Clients clients = new Clients()) {
             Padlock p = clients.cluster(driver, cluster.ports);
@@ -84,18 +97,33 @@ class MigrationTest {
                 }
             });
             until("the caller waits on the source", 10, () -> waiters(src, key) == 1);
-            if (cluster.cmd(src, "INFO", "server").contains("valkey_version")) {
-                String id = cluster.cmd(dst, "CLUSTER", "MYID");
-                cluster.cmd(src, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot, "NODE", id);
-            } else {
-                cluster.cmd(dst, "CLUSTER", "MIGRATION", "IMPORT", slot, slot);
-            }
-            until("the slot moved", 30, () -> quiet(dst, "EXISTS", key).equals("1")
-                    && quiet(src, "DBSIZE").equals("0"));
+            migrate(src, dst, key);
             until("the caller queued on the new owner", 10, () -> waiters(dst, key) == 1);
             cluster.cmd(dst, "LOCK.RELEASE", key, "a");
             assertTrue(got.get(20, TimeUnit.SECONDS), "granted on the new owner");
             assertEquals("0", cluster.cmd(dst, "EXISTS", key), "and released there");
+        }
+    }
+
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aHoldsRenewalAndReleaseFollowTheSlot(String driver) throws Exception {
+        String key = "{asm-java-hold-" + driver + "}k";
+        int src = owner(key);
+        int dst = (src + 1) % 3;
+        try (Clients clients = new Clients()) {
+            Padlock p = clients.cluster(driver, cluster.ports);
+            PadlockLock lock = p.getLock(key);
+            // A plain lease: nothing binds it to a connection, so the move
+            // does not end it.
+            lock.lock(60, TimeUnit.SECONDS);
+            migrate(src, dst, key);
+            assertTrue(lock.isHeldByCurrentThread());
+            assertTrue(lock.renew(Duration.ofSeconds(30)), "renewed on the new owner");
+            long pttl = Long.parseLong(cluster.cmd(dst, "PTTL", key));
+            assertTrue(pttl > 0 && pttl <= 30_000, "the new owner's lease was renewed: " + pttl);
+            lock.unlockAsync().get(10, TimeUnit.SECONDS); // Lettuce's: on its own futures
+            assertEquals("0", cluster.cmd(dst, "EXISTS", key), "released on the new owner");
         }
     }
 }
