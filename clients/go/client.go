@@ -22,6 +22,11 @@ type Client struct {
 	keepers map[string]*keeper
 	mailmen map[string]*mailman
 	holds   map[string]*hold
+	// The release of a hold lost without the server saying so (a renewal
+	// or release that got no answer), by hold name: the server may still
+	// count it, and a new take by its holder would reenter it (its old
+	// fence, a count nobody sees). See clearLeftover.
+	leftovers map[string][]any
 }
 
 // New is a Client on go-redis: a *redis.Client (plain, or the failover
@@ -39,7 +44,7 @@ func New(rdb redis.UniversalClient) (*Client, error) {
 
 func newClient(b backend) *Client {
 	return &Client{b: b, w: newWatcher(), keepers: map[string]*keeper{},
-		mailmen: map[string]*mailman{}, holds: map[string]*hold{}}
+		mailmen: map[string]*mailman{}, holds: map[string]*hold{}, leftovers: map[string][]any{}}
 }
 
 // Close ends the Client's connections, and so every KEEP binding: their
@@ -146,6 +151,33 @@ func (c *Client) holdFor(ctx context.Context, s spec, holder string, o options) 
 	}
 }
 
+func (c *Client) leftOver(name string, release []any) {
+	c.mu.Lock()
+	c.leftovers[name] = release
+	c.mu.Unlock()
+}
+
+// clearLeftover: before h's first take, a hold of its holder left over
+// (leftOver) is released until none is left, at most 16 times (the rest
+// runs out with its lease); NOTHELD: none was. h.mu is held, so no other
+// hold of this holder counts there meanwhile.
+func (c *Client) clearLeftover(h *hold) {
+	name := h.s.id() + "\x00" + h.holder
+	c.mu.Lock()
+	args, ok := c.leftovers[name]
+	delete(c.leftovers, name)
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	for range 16 {
+		reply, _, err := h.send(context.Background(), func(time.Duration) []any { return args }, phaseRelease, mono()+time.Second, false)
+		if err != nil || h.s.releasedAll(reply) {
+			return
+		}
+	}
+}
+
 func (c *Client) forget(h *hold) {
 	name := h.s.id() + "\x00" + h.holder
 	c.mu.Lock()
@@ -176,6 +208,12 @@ func (c *Client) acquireOnce(ctx context.Context, s spec, o options, blocking bo
 		return nil, nil, err
 	}
 	defer h.mu.Unlock()
+	h.st.Lock()
+	fresh := h.depth == 0
+	h.st.Unlock()
+	if fresh {
+		c.clearLeftover(h)
+	}
 	reply, err := h.acquire(ctx, blocking)
 	if err != nil || reply == nil {
 		h.st.Lock()

@@ -423,6 +423,9 @@ func (h *hold) dropLevelLocked(lv *level) {
 // contexts are cancelled with why, and it leaves the Client's registry.
 func (h *hold) end(clean bool, why error) {
 	h.st.Lock()
+	if !clean && h.depth > 0 {
+		h.c.leftOver(h.s.id()+"\x00"+h.holder, h.s.release(h.holder))
+	}
 	h.depth = 0
 	h.gen++
 	h.forgetLossesLocked()

@@ -174,3 +174,44 @@ func TestAKeptLeaseAnsweredToAResendIsBoundAgain(t *testing.T) {
 		})
 	}
 }
+
+// A hold judged lost without the server saying so (a renewal that got no
+// answer: marked here as the watcher marks it) may still be counted
+// there. The holder's next take is a fresh hold with a new fence, not a
+// reentry of the lost one with its old fence and a count nobody sees.
+func TestAHoldLostUnansweredIsReleasedBeforeItsHolderTakesAgain(t *testing.T) {
+	onEachDriver(t, func(t *testing.T, s *server, p *Client) {
+		r, ctx := s.raw(t), WithHolder(context.Background(), "h")
+		l := p.Lock("leftover", TTL(5*time.Second))
+		held, err := l.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, _ := l.Fence(held)
+		h := p.peek(held, lockSpec{"leftover"})
+		h.st.Lock()
+		h.unsure = true
+		h.st.Unlock()
+		h.markLost(ErrLost)
+		within(t, time.Second, "the held context is cancelled", held.Done())
+		if got := info(t, r, "LOCK.INFO", "leftover")["count"]; got != int64(1) {
+			t.Fatalf("the server counts %v, want 1", got)
+		}
+		again, err := l.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fence, _ := l.Fence(again); fence <= old {
+			t.Fatalf("fence %d after %d: a reentry of the lost hold", fence, old)
+		}
+		if got := info(t, r, "LOCK.INFO", "leftover")["count"]; got != int64(1) {
+			t.Fatalf("the server counts %v, want 1", got)
+		}
+		if err := l.Release(again); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.Exists(context.Background(), "leftover").Val(); n != 0 {
+			t.Fatalf("still held after the release")
+		}
+	})
+}

@@ -177,6 +177,23 @@ def test_held_never_outlives_the_lease_through_a_half_open_connection(r, via, pr
     assert lost.wait(2)
 
 
+def test_a_hold_lost_unanswered_is_released_before_its_holder_takes_again(r, via, proxy):
+    # Its renewals get no answer (a half-open connection): reported lost
+    # while the server may still count it. The holder's next take is a
+    # fresh hold (a new fence), not a reentry of the lost one.
+    lock = sync.Lock(via, "k", ttl=0.9)
+    old = lock.acquire()
+    proxy.blackhole()
+    assert lock.lost.wait(3)
+    assert count(r, "k") == 1
+    again = sync.Lock(r, "k", ttl=5)  # this thread's holder too
+    fence = again.acquire(blocking=False)
+    assert fence is not None and fence > old, (old, fence)
+    assert count(r, "k") == 1
+    again.release()
+    assert not r.exists("k")
+
+
 def test_a_killed_hold_connection_is_renewed_on_a_new_one(r, via):
     lock = sync.Lock(via, "k", ttl=0.9)
     lock.acquire()

@@ -7,7 +7,7 @@
 import { type Arg, type Backend, type Client, backendOf } from "./backend.js";
 import { NotHeldError, errorText, isMoved, isTryAgain, translate } from "./errors.js";
 import { MAX_MOVES, Verdict, isServerError, isUnknownOption, lostMessage, pause, requestId, verdict, withId } from "./retry.js";
-import { currentHolder, gave, newHolder, took } from "./holders.js";
+import { currentHolder, gave, leftOver, newHolder, took } from "./holders.js";
 import type { Hold, HoldOptions, AcquireOptions } from "./hold.js";
 import { type Keeper, collected, exchange, keeperOf, now, scheduler } from "./shared.js";
 import { type Mailman, mailWait, mailmanOf } from "./mailbox.js";
@@ -99,6 +99,7 @@ export abstract class HoldCore {
   protected abstract acquireArgs(blocking: boolean, timeout: number | undefined): Arg[];
   protected abstract extendArgs(): Arg[][];
   protected abstract releaseArgs(): Arg[];
+  protected abstract clearLeftover(): Promise<void>;
   protected abstract releasedAll(reply: unknown): boolean;
   /** After the release of the last hold, before the hold ends. */
   protected abstract releasedLast(): Promise<void>;
@@ -308,6 +309,7 @@ export abstract class HoldCore {
     if (this.depth === 0) {
       this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
       this.mailedLost = undefined;
+      await this.clearLeftover();
     }
     const blocking = options.blocking ?? true;
     const start = now();
@@ -350,7 +352,7 @@ export abstract class HoldCore {
       return null;
     }
     this.leaseUntil = start + this.ttl;
-    took(this.key, this.holder);
+    took(this.key, this.holder, this);
     if (++this.depth === 1) {
       this.heldSince = start;
       this.lost = false;
@@ -383,6 +385,7 @@ export abstract class HoldCore {
       reply = await this.send(() => this.releaseArgs(), "release", deadline);
     } catch (e) {
       const v = verdict(e, "release");
+      if (v !== Verdict.Lost) leftOver(this.key, this.holder, this.releaseArgs());
       await this.end(v === Verdict.Lost);
       if (v === Verdict.Lost && !(e instanceof NotHeldError)) {
         throw new NotHeldError(lostMessage(this.key, this.holder, e));
@@ -390,7 +393,7 @@ export abstract class HoldCore {
       throw e;
     }
     this.depth = Math.max(0, this.depth - 1);
-    const others = gave(this.key, this.holder);
+    const others = gave(this.key, this.holder, this);
     if (this.releasedAll(reply)) await this.releasedLast().then(() => this.end());
     // Other objects of this holder still hold the key: this one is done
     // (the binding is the lease's, which they share).
@@ -419,7 +422,7 @@ export abstract class HoldCore {
 
   protected async end(clean = true): Promise<void> {
     collected.unregister(this);
-    if (this.depth) gave(this.key, this.holder, this.depth);
+    if (this.depth) gave(this.key, this.holder, this, this.depth);
     this.depth = 0;
     this.watching = false;
     await this.letGo(clean);

@@ -6,7 +6,7 @@
 import { type Arg } from "./backend.js";
 import { LockLostError, NotAcquiredError, NotHeldError, errorText } from "./errors.js";
 import { Verdict, isServerError, verdict } from "./retry.js";
-import { gave } from "./holders.js";
+import { gave, leftOver, leftover } from "./holders.js";
 import { collected, now, scheduler } from "./shared.js";
 import { HoldCore, noMailbox } from "./hold-core.js";
 import { asMap } from "./replies.js";
@@ -275,10 +275,25 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
     return true;
   }
 
+  /** Before a fresh take: a hold of this holder left over (`leftOver`) is
+   * released until none is left, at most 16 times (the rest runs out with
+   * its lease); NOTHELD: none was. */
+  protected async clearLeftover(): Promise<void> {
+    const release = leftover(this.key, this.holder) as Arg[] | undefined;
+    for (let i = 0; release !== undefined && i < 16; i++) {
+      try {
+        if (this.releasedAll(await this.send(() => release, "release", now() + 1000))) return;
+      } catch {
+        return;
+      }
+    }
+  }
+
   private async markLost(): Promise<void> {
     if (this.depth === 0) return; // released meanwhile
     this.lost = true;
-    gave(this.key, this.holder, this.depth);
+    gave(this.key, this.holder, this, this.depth);
+    if (this.unsure) leftOver(this.key, this.holder, this.releaseArgs());
     this.depth = 0;
     this.watching = false;
     // Nothing is held: nothing of it stays bound, and it no longer keeps

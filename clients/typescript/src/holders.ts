@@ -26,22 +26,69 @@ export function currentHolder(): string | undefined {
   return scope.getStore();
 }
 
-/** How many holds this process took per (key, holder), over all hold
- * objects: objects of one holder share the server's count, so a release
- * that leaves the key held is another object's hold unless none is left. */
-const counts = new Map<string, number>();
+/** How many holds this process's hold objects took per (key, holder):
+ * objects of one holder share the server's count, so a release that
+ * leaves the key held is another object's hold unless none is left. An
+ * object collected unreleased counts no more (weakly kept). */
+const counts = new Map<string, Map<WeakRef<object>, number>>();
+const refs = new WeakMap<object, WeakRef<object>>();
 const slot = (key: string, holder: string): string => `${key.length}:${key}${holder}`;
 
-export function took(key: string, holder: string): void {
-  const k = slot(key, holder);
-  counts.set(k, (counts.get(k) ?? 0) + 1);
+function refOf(hold: object): WeakRef<object> {
+  let r = refs.get(hold);
+  if (r === undefined) refs.set(hold, (r = new WeakRef(hold)));
+  return r;
 }
 
-/** Counts `n` holds given back; the holds left. */
-export function gave(key: string, holder: string, n = 1): number {
+/** The holds of live objects in `by`; collected ones are dropped. */
+function live(by: Map<WeakRef<object>, number>): number {
+  let n = 0;
+  for (const [r, c] of by) {
+    if (r.deref() === undefined) by.delete(r);
+    else n += c;
+  }
+  return n;
+}
+
+export function took(key: string, holder: string, hold: object): void {
   const k = slot(key, holder);
-  const left = Math.max(0, (counts.get(k) ?? 0) - n);
-  if (left) counts.set(k, left);
-  else counts.delete(k);
+  let by = counts.get(k);
+  if (by === undefined) counts.set(k, (by = new Map()));
+  const r = refOf(hold);
+  by.set(r, (by.get(r) ?? 0) + 1);
+}
+
+/** Holds lost without the server saying so (a renewal or release that got
+ * no answer), by the release that gives one back: the server may still
+ * count them, and a new take by their holder would reenter one (its old
+ * fence, a count nobody sees). */
+const leftovers = new Map<string, unknown[]>();
+
+export function leftOver(key: string, holder: string, release: unknown[]): void {
+  leftovers.set(slot(key, holder), release);
+}
+
+/** The release of a hold left over, taken, once no hold object of its
+ * holder holds the key here (else the server counts theirs). */
+export function leftover(key: string, holder: string): unknown[] | undefined {
+  const k = slot(key, holder);
+  const by = counts.get(k);
+  if (by !== undefined && live(by)) return undefined;
+  const release = leftovers.get(k);
+  leftovers.delete(k);
+  return release;
+}
+
+/** Counts `n` holds of `hold` given back; the holds left, of every object. */
+export function gave(key: string, holder: string, hold: object, n = 1): number {
+  const k = slot(key, holder);
+  const by = counts.get(k);
+  if (by === undefined) return 0;
+  const r = refOf(hold);
+  const mine = (by.get(r) ?? 0) - n;
+  if (mine > 0) by.set(r, mine);
+  else by.delete(r);
+  const left = live(by);
+  if (!left) counts.delete(k);
   return left;
 }

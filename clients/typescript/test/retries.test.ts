@@ -134,6 +134,28 @@ for (const flavour of ["ioredis", "node-redis", "glide"]) {
       assert.ok(lostCalled && lock.signal.aborted);
       await close();
     });
+
+    test("a hold lost unanswered is released before its holder takes again", async () => {
+      // Its renewals get no answer: reported lost while the server may
+      // still count it. The holder's next take is a fresh hold (a new
+      // fence), not a reentry of the lost one.
+      const { client, close } = await via(flavour);
+      const lock = new Lock(client, "k", { ttl: 900, holder: "h" });
+      const old = await lock.acquire();
+      await proxy.blackhole();
+      for (let i = 0; i < 150 && !lock.lost; i++) await sleep(20);
+      assert.ok(lock.lost);
+      assert.equal(await count("k"), 1);
+      const direct = server.ioredis();
+      const again = new Lock(direct, "k", { ttl: 5000, holder: "h" });
+      const fence = await again.acquire({ blocking: false });
+      assert.ok(fence !== null && old !== null && fence > old, `${old} then ${fence}`);
+      assert.equal(await count("k"), 1);
+      await again.release();
+      assert.equal(await r.exists("k"), 0);
+      direct.disconnect();
+      await close();
+    });
   });
 }
 

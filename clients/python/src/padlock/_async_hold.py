@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import warnings
 import weakref
 from typing import Any, Callable, Optional, Sequence
 
@@ -256,6 +255,7 @@ class HoldCore(Commands):
             self.holder = current_holder()
         if self._depth == 0:
             self._mailed_lost = None
+            await self._clear_leftover()
         start = rt.now()
         ttl = self.ttl_ms / 1000.0
         if blocking:
@@ -299,7 +299,7 @@ class HoldCore(Commands):
                 await self._give_back()
             return None
         self._depth += 1
-        COUNTS.took(self.key, self.holder)
+        COUNTS.took(self.key, self.holder, self)
         self._lease_until = start + ttl
         if self._depth == 1:
             self.lost.clear()
@@ -374,12 +374,14 @@ class HoldCore(Commands):
             reply = await self._send(lambda _: self._release_cmd(), "release", deadline)
         except Exception as e:
             v = verdict(e, "release")
+            if v is not Verdict.LOST:
+                COUNTS.left_over(self.key, self.holder, self._release_cmd())
             await self._end(clean=v is Verdict.LOST)
             if v is Verdict.LOST and not isinstance(e, NotHeldError):
                 raise NotHeldError(lost_message(self.key, self.holder, e)) from None
             raise
         self._depth = max(0, self._depth - 1)
-        others = COUNTS.gave(self.key, self.holder)
+        others = COUNTS.gave(self.key, self.holder, self)
         if self._released_all(reply):
             await self._on_replicas("release")
             await self._end()
@@ -392,20 +394,10 @@ class HoldCore(Commands):
             await self._release_rest()
 
     async def _release_rest(self) -> None:
-        """The server counts holds this client does not (taken by a caller
-        that shares the holder, or before a resend without `ID`): released
-        too, with a warning, so that nothing stays held past `release()`."""
-        warnings.warn(f"{self.key}: {self.holder} held more than this client took; released all",
-                      RuntimeWarning, stacklevel=3)
-        for _ in range(64):
-            try:
-                reply = await self._send(lambda _: self._release_cmd(), "release", rt.now() + 1.0)
-            except Exception:
-                break
-            if self._released_all(reply):
-                await self._end()
-                return
-        await self._end(clean=False)
+        raise NotImplementedError  # `_async_watch.Hold`
+
+    async def _clear_leftover(self) -> None:
+        raise NotImplementedError  # `_async_watch.Hold`
 
     blocking_timeout: Optional[float] = None
 
@@ -432,7 +424,7 @@ class HoldCore(Commands):
 
     async def _end(self, clean: bool = True) -> None:
         if self._depth:
-            COUNTS.gave(self.key, self.holder, self._depth)
+            COUNTS.gave(self.key, self.holder, self, self._depth)
         self._depth = 0
         self._stopped = True
         if self._round is not None and self._round != rt.current():

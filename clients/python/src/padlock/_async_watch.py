@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 import weakref
 from typing import Any, Optional
 
@@ -202,9 +203,42 @@ class Hold(HoldCore):
         # (a connection the driver replaced on its own, as glide does).
         return await self.renew() if left < self.ttl_ms / 2 else True
 
+    async def _release_rest(self) -> None:
+        """The server counts holds this client does not (taken by a caller
+        that shares the holder, or before a resend without `ID`): released
+        too, with a warning, so that nothing stays held past `release()`."""
+        warnings.warn(f"{self.key}: {self.holder} held more than this client took; released all",
+                      RuntimeWarning, stacklevel=3)
+        for _ in range(64):
+            try:
+                reply = await self._send(lambda _: self._release_cmd(), "release", rt.now() + 1.0)
+            except Exception:
+                break
+            if self._released_all(reply):
+                await self._end()
+                return
+        await self._end(clean=False)
+
+    async def _clear_leftover(self) -> None:
+        """Before a fresh take: a hold of this holder left over
+        (`COUNTS.left_over`) is released until none is left, at most 16
+        times (the rest runs out with its lease); NOTHELD: none was."""
+        left = COUNTS.leftover(self.key, self.holder)
+        if left is None:
+            return
+        cmd: list[Any] = left
+        for _ in range(16):
+            try:
+                if self._released_all(await self._send(lambda _: cmd, "release", rt.now() + 1.0)):
+                    break
+            except Exception:
+                break
+
     async def _mark_lost(self) -> None:
         if self._depth:
-            COUNTS.gave(self.key, self.holder, self._depth)
+            COUNTS.gave(self.key, self.holder, self, self._depth)
+            if self._unsure:
+                COUNTS.left_over(self.key, self.holder, self._release_cmd())
         self._depth = 0
         self._stopped = True
         # Nothing is held any more: nothing of it may stay bound (unless the

@@ -82,33 +82,60 @@ class holder_scope:
 
 
 class _Counts:
-    """How many holds this process took per (key, holder), over all hold
-    objects: objects of one holder share the server's count, so a release
-    that leaves the key held is another object's hold unless this count
-    says none is left."""
+    """How many holds this process's hold objects took per (key, holder):
+    objects of one holder share the server's count, so a release that
+    leaves the key held is another object's hold unless none is left. An
+    object collected unreleased counts no more (weakly kept)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._n: dict[tuple[str, str], int] = {}
+        self._n: dict[tuple[str, str], weakref.WeakKeyDictionary[Any, int]] = {}
+        self._left: dict[tuple[str, str], list[Any]] = {}
 
-    def took(self, key: str, holder: str) -> None:
+    def took(self, key: str, holder: str, hold: Any) -> None:
         with self._lock:
-            self._n[(key, holder)] = self._n.get((key, holder), 0) + 1
+            by = self._n.setdefault((key, holder), weakref.WeakKeyDictionary())
+            by[hold] = by.get(hold, 0) + 1
 
     def forget_all(self) -> None:
         """After a fork: the parent's holds are the parent's."""
         self._lock = threading.Lock()
         self._n = {}
+        self._left = {}
 
-    def gave(self, key: str, holder: str, n: int = 1) -> int:
-        """Counts `n` holds given back; the holds left."""
+    def gave(self, key: str, holder: str, hold: Any, n: int = 1) -> int:
+        """Counts `n` holds of `hold` given back; the holds left, of every
+        object."""
         with self._lock:
-            left = max(0, self._n.get((key, holder), 0) - n)
-            if left:
-                self._n[(key, holder)] = left
+            by = self._n.get((key, holder))
+            if by is None:
+                return 0
+            mine = by.get(hold, 0) - n
+            if mine > 0:
+                by[hold] = mine
             else:
-                self._n.pop((key, holder), None)
+                by.pop(hold, None)
+            left = sum(by.values())
+            if not left:
+                del self._n[(key, holder)]
             return left
+
+    def left_over(self, key: str, holder: str, release: list[Any]) -> None:
+        """A hold lost without the server saying so (a renewal or release
+        that got no answer): the server may still count it, and a new take
+        by its holder would reenter it (its old fence, a count nobody
+        sees). `release` gives one of it back."""
+        with self._lock:
+            self._left[(key, holder)] = release
+
+    def leftover(self, key: str, holder: str) -> Optional[list[Any]]:
+        """The release of a hold left over, taken, once no live hold object
+        of this holder holds the key here (else the server counts theirs)."""
+        with self._lock:
+            by = self._n.get((key, holder))
+            if by is not None and any(by.values()):
+                return None
+            return self._left.pop((key, holder), None)
 
 
 COUNTS = _Counts()
