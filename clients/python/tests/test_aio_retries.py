@@ -95,3 +95,27 @@ def test_held_never_outlives_the_lease_through_a_half_open_connection(r, proxy):
         await via.aclose()
 
     asyncio.run(main())
+
+
+def test_a_semaphore_hold_lost_unanswered_is_released_before_its_task_takes_again(r, server, proxy):
+    # Its renewals get no answer: reported lost while the server still
+    # counts its permits. The task's next take is fresh: its permits are
+    # not added to the lost ones.
+    async def main():
+        via = aredis.Redis(port=proxy.port)
+        direct = aredis.Redis(port=server.port)
+        sem = Semaphore(via, "s", limit=3, permits=2, ttl=0.9, cancel_on_loss=False)
+        await sem.acquire()
+        proxy.blackhole()
+        await asyncio.wait_for(sem.lost.wait(), 3)
+        assert r.execute_command("SEM.INFO", "s") is not None
+        again = Semaphore(direct, "s", limit=3, permits=2, ttl=5)  # this task's holder too
+        assert await again.acquire(blocking=False) is not None
+        info = dict(zip(*[iter(r.execute_command("SEM.INFO", "s"))] * 2))
+        assert int(info[b"used"]) == 2, info
+        await again.release()
+        assert not r.exists("s")
+        await via.aclose()
+        await direct.aclose()
+
+    asyncio.run(main())
