@@ -104,10 +104,10 @@ def test_a_semaphore_hold_lost_unanswered_is_released_before_its_task_takes_agai
     async def main():
         via = aredis.Redis(port=proxy.port)
         direct = aredis.Redis(port=server.port)
-        sem = Semaphore(via, "s", limit=3, permits=2, ttl=0.9, cancel_on_loss=False)
+        sem = Semaphore(via, "s", limit=3, permits=2, ttl=2, cancel_on_loss=False)
         await sem.acquire()
         proxy.blackhole()
-        await asyncio.wait_for(sem.lost.wait(), 3)
+        await asyncio.wait_for(sem.lost.wait(), 5)
         assert r.execute_command("SEM.INFO", "s") is not None
         again = Semaphore(direct, "s", limit=3, permits=2, ttl=5)  # this task's holder too
         assert await again.acquire(blocking=False) is not None

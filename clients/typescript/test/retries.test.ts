@@ -140,10 +140,10 @@ for (const flavour of ["ioredis", "node-redis", "glide"]) {
       // still count it. The holder's next take is a fresh hold (a new
       // fence), not a reentry of the lost one.
       const { client, close } = await via(flavour);
-      const lock = new Lock(client, "k", { ttl: 900, holder: "h" });
+      const lock = new Lock(client, "k", { ttl: 2000, holder: "h" });
       const old = await lock.acquire();
       await proxy.blackhole();
-      for (let i = 0; i < 150 && !lock.lost; i++) await sleep(20);
+      for (let i = 0; i < 250 && !lock.lost; i++) await sleep(20);
       assert.ok(lock.lost);
       assert.equal(await count("k"), 1);
       const direct = server.ioredis();
