@@ -7,7 +7,7 @@
 import { type Arg, type Backend, type Client, backendOf } from "./backend.js";
 import { NotHeldError, errorText, isMoved, isTryAgain, translate } from "./errors.js";
 import { MAX_MOVES, Verdict, isServerError, isUnknownOption, lostMessage, pause, requestId, verdict, withId } from "./retry.js";
-import { currentHolder, gave, leftOver, newHolder, took } from "./holders.js";
+import { currentHolder, gave, hasLeftovers, leftOver, newHolder, took } from "./holders.js";
 import type { Hold, HoldOptions, AcquireOptions } from "./hold.js";
 import { type Keeper, collected, exchange, keeperOf, now, scheduler } from "./shared.js";
 import { type Mailman, mailWait, mailmanOf } from "./mailbox.js";
@@ -309,7 +309,7 @@ export abstract class HoldCore {
     if (this.depth === 0) {
       this.holder = this.ownHolder ?? currentHolder() ?? this.fallbackHolder;
       this.mailedLost = undefined;
-      await this.clearLeftover();
+      if (hasLeftovers()) await this.clearLeftover();
     }
     const blocking = options.blocking ?? true;
     const start = now();

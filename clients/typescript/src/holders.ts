@@ -64,6 +64,9 @@ export function took(key: string, holder: string, hold: object): void {
  * fence, a count nobody sees). */
 const leftovers = new Map<string, unknown[]>();
 
+/** Whether any hold is left over: a fresh take asks only then. */
+export const hasLeftovers = (): boolean => leftovers.size > 0;
+
 export function leftOver(key: string, holder: string, release: unknown[]): void {
   leftovers.set(slot(key, holder), release);
 }

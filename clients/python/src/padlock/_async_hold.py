@@ -62,6 +62,7 @@ class HoldCore(Commands):
         # it, in a box a finalizer can reach without the hold (a hold
         # collected unreleased ends its binding: see `rt.collected`).
         self._box: list[Any] = [None]
+        self._ref = weakref.ref(self)  # how COUNTS knows this object
         self._finalizer: Optional[weakref.finalize] = None
         self._io = rt.Lock()
         self._keeper: Optional[rt.Keeper] = None
@@ -255,7 +256,8 @@ class HoldCore(Commands):
             self.holder = current_holder()
         if self._depth == 0:
             self._mailed_lost = None
-            await self._clear_leftover()
+            if COUNTS.any_left:
+                await self._clear_leftover()
         start = rt.now()
         ttl = self.ttl_ms / 1000.0
         if blocking:
@@ -299,7 +301,7 @@ class HoldCore(Commands):
                 await self._give_back()
             return None
         self._depth += 1
-        COUNTS.took(self.key, self.holder, self)
+        COUNTS.took(self.key, self.holder, self._ref)
         self._lease_until = start + ttl
         if self._depth == 1:
             self.lost.clear()
@@ -381,7 +383,7 @@ class HoldCore(Commands):
                 raise NotHeldError(lost_message(self.key, self.holder, e)) from None
             raise
         self._depth = max(0, self._depth - 1)
-        others = COUNTS.gave(self.key, self.holder, self)
+        others = COUNTS.gave(self.key, self.holder, self._ref)
         if self._released_all(reply):
             await self._on_replicas("release")
             await self._end()
@@ -424,7 +426,7 @@ class HoldCore(Commands):
 
     async def _end(self, clean: bool = True) -> None:
         if self._depth:
-            COUNTS.gave(self.key, self.holder, self, self._depth)
+            COUNTS.gave(self.key, self.holder, self._ref, self._depth)
         self._depth = 0
         self._stopped = True
         if self._round is not None and self._round != rt.current():

@@ -236,7 +236,7 @@ class Hold(HoldCore):
 
     async def _mark_lost(self) -> None:
         if self._depth:
-            COUNTS.gave(self.key, self.holder, self, self._depth)
+            COUNTS.gave(self.key, self.holder, self._ref, self._depth)
             if self._unsure:
                 COUNTS.left_over(self.key, self.holder, self._release_cmd())
         self._depth = 0

@@ -84,38 +84,57 @@ class holder_scope:
 class _Counts:
     """How many holds this process's hold objects took per (key, holder):
     objects of one holder share the server's count, so a release that
-    leaves the key held is another object's hold unless none is left. An
-    object collected unreleased counts no more (weakly kept)."""
+    leaves the key held is another object's hold unless none is left. Each
+    object is counted under a weak reference of its own (made once), so
+    one collected unreleased counts no more."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._n: dict[tuple[str, str], weakref.WeakKeyDictionary[Any, int]] = {}
+        self._n: dict[tuple[str, str], dict[weakref.ref[Any], int]] = {}
         self._left: dict[tuple[str, str], list[Any]] = {}
+        #: Whether any hold is left over (`left_over`): a fresh take asks
+        #: only then.
+        self.any_left = False
 
-    def took(self, key: str, holder: str, hold: Any) -> None:
+    def took(self, key: str, holder: str, ref: "weakref.ref[Any]") -> None:
         with self._lock:
-            by = self._n.setdefault((key, holder), weakref.WeakKeyDictionary())
-            by[hold] = by.get(hold, 0) + 1
+            by = self._n.get((key, holder))
+            if by is None:
+                self._n[(key, holder)] = {ref: 1}
+            else:
+                by[ref] = by.get(ref, 0) + 1
 
     def forget_all(self) -> None:
         """After a fork: the parent's holds are the parent's."""
         self._lock = threading.Lock()
         self._n = {}
         self._left = {}
+        self.any_left = False
 
-    def gave(self, key: str, holder: str, hold: Any, n: int = 1) -> int:
-        """Counts `n` holds of `hold` given back; the holds left, of every
-        object."""
+    @staticmethod
+    def _live(by: dict["weakref.ref[Any]", int]) -> int:
+        """The holds of objects still alive; collected ones are dropped."""
+        n = 0
+        for r, c in list(by.items()):
+            if r() is None:
+                del by[r]
+            else:
+                n += c
+        return n
+
+    def gave(self, key: str, holder: str, ref: "weakref.ref[Any]", n: int = 1) -> int:
+        """Counts `n` holds of the object `ref` given back; the holds left,
+        of every object."""
         with self._lock:
             by = self._n.get((key, holder))
             if by is None:
                 return 0
-            mine = by.get(hold, 0) - n
+            mine = by.get(ref, 0) - n
             if mine > 0:
-                by[hold] = mine
+                by[ref] = mine
             else:
-                by.pop(hold, None)
-            left = sum(by.values())
+                by.pop(ref, None)
+            left = self._live(by) if by else 0
             if not left:
                 del self._n[(key, holder)]
             return left
@@ -127,15 +146,18 @@ class _Counts:
         sees). `release` gives one of it back."""
         with self._lock:
             self._left[(key, holder)] = release
+            self.any_left = True
 
     def leftover(self, key: str, holder: str) -> Optional[list[Any]]:
         """The release of a hold left over, taken, once no live hold object
         of this holder holds the key here (else the server counts theirs)."""
         with self._lock:
             by = self._n.get((key, holder))
-            if by is not None and any(by.values()):
+            if by is not None and self._live(by):
                 return None
-            return self._left.pop((key, holder), None)
+            release = self._left.pop((key, holder), None)
+            self.any_left = bool(self._left)
+            return release
 
 
 COUNTS = _Counts()
