@@ -26,7 +26,7 @@ type Client struct {
 	// or release that got no answer), by hold name: the server may still
 	// count it, and a new take by its holder would reenter it (its old
 	// fence, a count nobody sees). See clearLeftover.
-	leftovers map[string][]any
+	leftovers map[string]leftover
 }
 
 // New is a Client on go-redis: a *redis.Client (plain, or the failover
@@ -44,7 +44,7 @@ func New(rdb redis.UniversalClient) (*Client, error) {
 
 func newClient(b backend) *Client {
 	return &Client{b: b, w: newWatcher(), keepers: map[string]*keeper{},
-		mailmen: map[string]*mailman{}, holds: map[string]*hold{}, leftovers: map[string][]any{}}
+		mailmen: map[string]*mailman{}, holds: map[string]*hold{}, leftovers: map[string]leftover{}}
 }
 
 // Close ends the Client's connections, and so every KEEP binding: their
@@ -151,10 +151,36 @@ func (c *Client) holdFor(ctx context.Context, s spec, holder string, o options) 
 	}
 }
 
-func (c *Client) leftOver(name string, release []any) {
+// leftover is a lost hold's release, and until when (mono) the server may
+// still count the hold: twice its ttl, 10 s at least (past that the
+// server has let it run out).
+type leftover struct {
+	release []any
+	until   time.Duration
+}
+
+// leftMax bounds the leftovers remembered at once: a holder never seen
+// again (each Acquire without one draws its own) leaves its entry behind.
+const leftMax = 10_000
+
+func (c *Client) leftOver(name string, release []any, ttl time.Duration) {
+	now := mono()
 	c.mu.Lock()
-	c.leftovers[name] = release
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if len(c.leftovers) >= leftMax {
+		for k, l := range c.leftovers {
+			if l.until <= now {
+				delete(c.leftovers, k)
+			}
+		}
+		for k := range c.leftovers { // still full: any of them goes
+			if len(c.leftovers) < leftMax {
+				break
+			}
+			delete(c.leftovers, k)
+		}
+	}
+	c.leftovers[name] = leftover{release, now + max(2*ttl, 10*time.Second)}
 }
 
 // clearLeftover: before h's first take, a hold of its holder left over
@@ -164,14 +190,14 @@ func (c *Client) leftOver(name string, release []any) {
 func (c *Client) clearLeftover(h *hold) {
 	name := h.s.id() + "\x00" + h.holder
 	c.mu.Lock()
-	args, ok := c.leftovers[name]
+	l, ok := c.leftovers[name]
 	delete(c.leftovers, name)
 	c.mu.Unlock()
-	if !ok {
+	if !ok || l.until <= mono() {
 		return
 	}
 	for range 16 {
-		reply, _, err := h.send(context.Background(), func(time.Duration) []any { return args }, phaseRelease, mono()+time.Second, false)
+		reply, _, err := h.send(context.Background(), func(time.Duration) []any { return l.release }, phaseRelease, mono()+time.Second, false)
 		if err != nil || h.s.releasedAll(reply) {
 			return
 		}

@@ -424,7 +424,7 @@ func (h *hold) dropLevelLocked(lv *level) {
 func (h *hold) end(clean bool, why error) {
 	h.st.Lock()
 	if !clean && h.depth > 0 {
-		h.c.leftOver(h.s.id()+"\x00"+h.holder, h.s.release(h.holder))
+		h.c.leftOver(h.s.id()+"\x00"+h.holder, h.s.release(h.holder), h.ttl)
 	}
 	h.depth = 0
 	h.gen++

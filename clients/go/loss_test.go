@@ -215,3 +215,22 @@ func TestAHoldLostUnansweredIsReleasedBeforeItsHolderTakesAgain(t *testing.T) {
 		}
 	})
 }
+
+// A holder never seen again leaves its leftover behind: past the bound,
+// expired ones and then any go, so they cost a bounded amount.
+func TestHoldsLeftOverAreBounded(t *testing.T) {
+	c := &Client{leftovers: map[string]leftover{}}
+	c.leftovers["expired"] = leftover{nil, mono() - time.Second}
+	for i := range leftMax + 5 {
+		c.leftOver(fmt.Sprint("k", i), []any{"LOCK.RELEASE"}, time.Second)
+	}
+	if n := len(c.leftovers); n != leftMax {
+		t.Fatalf("%d remembered, want %d", n, leftMax)
+	}
+	if _, ok := c.leftovers["expired"]; ok {
+		t.Fatal("an expired leftover outlived the bound")
+	}
+	if l := c.leftovers[fmt.Sprint("k", leftMax+4)]; l.until < mono()+9*time.Second {
+		t.Fatalf("the newest kept until %v, want 10 s from now at least", l.until-mono())
+	}
+}

@@ -63,3 +63,20 @@ def test_async_ttl_below_the_floor_is_refused_before_waiting(server):
         finally:
             await c.aclose()
     asyncio.run(go())
+
+
+def test_holds_left_over_are_bounded_in_number_and_time():
+    # A holder never seen again (a task's, an object's) leaves its leftover
+    # behind: expired ones and, past the bound, the oldest are dropped.
+    from padlock import _holders
+
+    counts = _holders._Counts()
+    for i in range(_holders.LEFT_MAX + 5):
+        counts.left_over(f"k{i}", "h", ["LOCK.RELEASE", f"k{i}", "h"], 1.0)
+    assert len(counts._left) == _holders.LEFT_MAX
+    assert counts.leftover("k0", "h") is None  # the oldest went first
+    last = _holders.LEFT_MAX + 4
+    assert counts.leftover(f"k{last}", "h") == ["LOCK.RELEASE", f"k{last}", "h"]
+    counts.left_over("old", "h", ["LOCK.RELEASE", "old", "h"], 1.0)
+    counts._left[("old", "h")] = (counts._left[("old", "h")][0], 0.0)  # its time is up
+    assert counts.leftover("old", "h") is None

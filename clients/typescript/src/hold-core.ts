@@ -385,7 +385,7 @@ export abstract class HoldCore {
       reply = await this.send(() => this.releaseArgs(), "release", deadline);
     } catch (e) {
       const v = verdict(e, "release");
-      if (v !== Verdict.Lost) leftOver(this.key, this.holder, this.releaseArgs());
+      if (v !== Verdict.Lost) leftOver(this.key, this.holder, this.releaseArgs(), this.ttl);
       await this.end(v === Verdict.Lost);
       if (v === Verdict.Lost && !(e instanceof NotHeldError)) {
         throw new NotHeldError(lostMessage(this.key, this.holder, e));

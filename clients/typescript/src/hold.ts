@@ -293,7 +293,7 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
     if (this.depth === 0) return; // released meanwhile
     this.lost = true;
     gave(this.key, this.holder, this, this.depth);
-    if (this.unsure) leftOver(this.key, this.holder, this.releaseArgs());
+    if (this.unsure) leftOver(this.key, this.holder, this.releaseArgs(), this.ttl);
     this.depth = 0;
     this.watching = false;
     // Nothing is held: nothing of it stays bound, and it no longer keeps

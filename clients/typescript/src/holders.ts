@@ -59,16 +59,28 @@ export function took(key: string, holder: string, hold: object): void {
 }
 
 /** Holds lost without the server saying so (a renewal or release that got
- * no answer), by the release that gives one back: the server may still
- * count them, and a new take by their holder would reenter one (its old
- * fence, a count nobody sees). */
-const leftovers = new Map<string, unknown[]>();
+ * no answer), by the release that gives one back and until when it may
+ * still count: the server may count them, and a new take by their holder
+ * would reenter one (its old fence, a count nobody sees). Kept twice the
+ * ttl (10 s at least: past that the server has let it run out), at most
+ * `LEFT_MAX` at once, so holders never seen again cost nothing. */
+const leftovers = new Map<string, { release: unknown[]; until: number }>();
+export const LEFT_MAX = 10_000;
 
 /** Whether any hold is left over: a fresh take asks only then. */
 export const hasLeftovers = (): boolean => leftovers.size > 0;
 
-export function leftOver(key: string, holder: string, release: unknown[]): void {
-  leftovers.set(slot(key, holder), release);
+export function leftOver(key: string, holder: string, release: unknown[], ttlMs: number): void {
+  const now = performance.now();
+  if (leftovers.size >= LEFT_MAX) {
+    for (const [k, v] of leftovers) if (v.until <= now) leftovers.delete(k);
+    // Then the oldest (a Map keeps insertion order).
+    for (const k of leftovers.keys()) {
+      if (leftovers.size < LEFT_MAX) break;
+      leftovers.delete(k);
+    }
+  }
+  leftovers.set(slot(key, holder), { release, until: now + Math.max(2 * ttlMs, 10_000) });
 }
 
 /** The release of a hold left over, taken, once no hold object of its
@@ -77,9 +89,9 @@ export function leftover(key: string, holder: string): unknown[] | undefined {
   const k = slot(key, holder);
   const by = counts.get(k);
   if (by !== undefined && live(by)) return undefined;
-  const release = leftovers.get(k);
+  const got = leftovers.get(k);
   leftovers.delete(k);
-  return release;
+  return got !== undefined && got.until > performance.now() ? got.release : undefined;
 }
 
 /** Counts `n` holds of `hold` given back; the holds left, of every object. */

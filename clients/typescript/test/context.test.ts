@@ -4,6 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { Lock, NotAcquiredError, NotHeldError, ReadWriteLock, currentHolder, withHolder } from "../src/index.js";
+import { LEFT_MAX, hasLeftovers, leftOver, leftover } from "../src/holders.js";
 import { TestServer, sleep, useServer } from "./server.js";
 
 
@@ -171,4 +172,15 @@ test("a kept lease is watched by one PING: no reads, no writes", async () => {
   await lock.release();
   assert.equal(await r.exists("kept"), 0);
   c.disconnect();
+});
+
+test("holds left over are bounded in number", () => {
+  // A holder never seen again (an object's own) leaves its leftover behind:
+  // past the bound the oldest are dropped.
+  for (let i = 0; i < LEFT_MAX + 5; i++) leftOver(`bound:${i}`, "h", ["LOCK.RELEASE", `bound:${i}`, "h"], 1000);
+  assert.equal(leftover("bound:0", "h"), undefined);
+  const last = LEFT_MAX + 4;
+  assert.deepEqual(leftover(`bound:${last}`, "h"), ["LOCK.RELEASE", `bound:${last}`, "h"]);
+  for (let i = 0; i <= last; i++) leftover(`bound:${i}`, "h");
+  assert.equal(hasLeftovers(), false);
 });

@@ -377,7 +377,7 @@ class HoldCore(Commands):
         except Exception as e:
             v = verdict(e, "release")
             if v is not Verdict.LOST:
-                COUNTS.left_over(self.key, self.holder, self._release_cmd())
+                COUNTS.left_over(self.key, self.holder, self._release_cmd(), self.ttl_ms / 1000.0)
             await self._end(clean=v is Verdict.LOST)
             if v is Verdict.LOST and not isinstance(e, NotHeldError):
                 raise NotHeldError(lost_message(self.key, self.holder, e)) from None

@@ -238,7 +238,7 @@ class Hold(HoldCore):
         if self._depth:
             COUNTS.gave(self.key, self.holder, self._ref, self._depth)
             if self._unsure:
-                COUNTS.left_over(self.key, self.holder, self._release_cmd())
+                COUNTS.left_over(self.key, self.holder, self._release_cmd(), self.ttl_ms / 1000.0)
         self._depth = 0
         self._stopped = True
         # Nothing is held any more: nothing of it may stay bound (unless the

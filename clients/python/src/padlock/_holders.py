@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import os
 import threading
+import time
 import weakref
 from typing import Any, Optional
 
@@ -91,7 +92,7 @@ class _Counts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._n: dict[tuple[str, str], dict[weakref.ref[Any], int]] = {}
-        self._left: dict[tuple[str, str], list[Any]] = {}
+        self._left: dict[tuple[str, str], tuple[list[Any], float]] = {}
         #: Whether any hold is left over (`left_over`): a fresh take asks
         #: only then.
         self.any_left = False
@@ -139,13 +140,22 @@ class _Counts:
                 del self._n[(key, holder)]
             return left
 
-    def left_over(self, key: str, holder: str, release: list[Any]) -> None:
+    def left_over(self, key: str, holder: str, release: list[Any], ttl_s: float) -> None:
         """A hold lost without the server saying so (a renewal or release
         that got no answer): the server may still count it, and a new take
         by its holder would reenter it (its old fence, a count nobody
-        sees). `release` gives one of it back."""
+        sees). `release` gives one of it back. Kept twice its ttl (10 s at
+        least: past that the server has let it run out) and at most
+        `LEFT_MAX` of them, so holders never seen again cost nothing."""
+        now = time.monotonic()
         with self._lock:
-            self._left[(key, holder)] = release
+            left = self._left
+            if len(left) >= LEFT_MAX:
+                for k in [k for k, (_, until) in left.items() if until <= now]:
+                    del left[k]
+                while len(left) >= LEFT_MAX:
+                    del left[next(iter(left))]  # the oldest
+            left[(key, holder)] = (release, now + max(2 * ttl_s, 10.0))
             self.any_left = True
 
     def leftover(self, key: str, holder: str) -> Optional[list[Any]]:
@@ -155,10 +165,13 @@ class _Counts:
             by = self._n.get((key, holder))
             if by is not None and self._live(by):
                 return None
-            release = self._left.pop((key, holder), None)
+            got = self._left.pop((key, holder), None)
             self.any_left = bool(self._left)
-            return release
+            return got[0] if got is not None and got[1] > time.monotonic() else None
 
+
+#: The most holds left over remembered at once (see `_Counts.left_over`).
+LEFT_MAX = 10_000
 
 COUNTS = _Counts()
 
