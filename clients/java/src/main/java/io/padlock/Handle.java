@@ -303,7 +303,7 @@ abstract class Handle {
         }
         h.io.lock();
         try {
-            Releases.check(h);
+            Releases.check(h, releaseArgs(holder, 1));
             Object r;
             try {
                 r = h.send(releaseArgs(holder, units), System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs));

@@ -85,13 +85,7 @@ final class Waits {
         return true;
     }
 
-    /**
-     * Before a holder takes again: a hold of it lost without the server
-     * saying so (a renewal or release that got no answer) may still be
-     * counted there, and a new take would be a reentry of it (its old fence,
-     * a count the caller never sees). Released first, until the server holds
-     * none of it ({@code NOTHELD}, or nothing left).
-     */
+    /** Before a holder takes again: what is left of a hold of it lost with no answer is cleared ({@link Releases#clearLeftover}). */
     static void clearLeftover(Padlock pad, Kind kind, String holder, List<String> release) {
         SharedHold old = pad.existing(kind, holder);
         if (old == null || !old.leftover) {
@@ -99,17 +93,7 @@ final class Waits {
         }
         old.io.lock();
         try {
-            if (!old.leftover) {
-                return;
-            }
-            old.leftover = false;
-            for (int i = 0; i < 16; i++) {
-                if (Replies.asLong(old.send(release, System.nanoTime() + TimeUnit.SECONDS.toNanos(1))) <= 0) {
-                    return;
-                }
-            }
-        } catch (RuntimeException gone) {
-            // NOTHELD: nothing left; anything else: its lease runs out on its own
+            Releases.clearLeftover(old, release);
         } finally {
             old.io.unlock();
         }

@@ -314,6 +314,35 @@ class LockTest extends OnServer {
     }
 
     /**
+     * A hold judged lost with no answer (marked here as a renewal that got
+     * none marks it) is still counted by the server. Its unlock releases
+     * what is left there before it says the hold was lost, and the thread's
+     * next lock is a fresh hold with a new fence, not a reentry of the lost one.
+     */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aHoldLostUnansweredIsReleasedWhenItsHolderLetsGo(String driver) throws Exception {
+        Padlock p = pad(driver);
+        PadlockLock lock = p.getLock("leftover");
+        lock.lock();
+        long old = lock.fence();
+        SharedHold h = p.existing(lock.kind, lock.holder());
+        h.io.lock();
+        try {
+            h.lose("no answer (test)", false);
+        } finally {
+            h.io.unlock();
+        }
+        assertEquals("1", info("leftover", "count"), "still counted by the server");
+        assertThrows(LockLostException.class, lock::unlock);
+        assertEquals(null, info("leftover", "count"), "released when its holder let go");
+        lock.lock();
+        assertTrue(lock.fence() > old, "a fresh hold, not a reentry");
+        lock.unlock();
+        assertEquals(null, info("leftover", "count"));
+    }
+
+    /**
      * A {@code KEEP} acquire whose reply was lost is resent with its id and
      * answered from the server's memory of the first sending, which bound the
      * lease to the connection that closed: it is bound again on the new one,
