@@ -123,20 +123,29 @@ func (c *Client) nodeOf(ctx context.Context, key string) (*keeper, *mailman, err
 	return k, m, nil
 }
 
+// holdName is the registry's name of holder's hold on s.
+func holdName(s spec, holder string) string { return s.id() + "\x00" + holder }
+
 // holdFor is the live hold of holder on s, locked (its mu), made when
-// there is none.
+// there is none. A new hold takes what a lost hold of its name left over.
 func (c *Client) holdFor(ctx context.Context, s spec, holder string, o options) (*hold, error) {
 	k, m, err := c.nodeOf(ctx, s.route())
 	if err != nil {
 		return nil, err
 	}
-	name := s.id() + "\x00" + holder
+	name := holdName(s, holder)
 	for {
 		c.mu.Lock()
 		h := c.holds[name]
 		if h == nil {
 			h = &hold{c: c, s: s, holder: holder, ttl: o.ttl, o: o, k: k, m: m,
 				leases: max(len(s.extends(holder, 1)), 1)}
+			if l, ok := c.leftovers[name]; ok {
+				delete(c.leftovers, name)
+				if l.until > mono() {
+					h.leftover = l.release
+				}
+			}
 			c.holds[name] = h
 		}
 		c.mu.Unlock()
@@ -151,61 +160,8 @@ func (c *Client) holdFor(ctx context.Context, s spec, holder string, o options) 
 	}
 }
 
-// leftover is a lost hold's release, and until when (mono) the server may
-// still count the hold: twice its ttl, 10 s at least (past that the
-// server has let it run out).
-type leftover struct {
-	release []any
-	until   time.Duration
-}
-
-// leftMax bounds the leftovers remembered at once: a holder never seen
-// again (each Acquire without one draws its own) leaves its entry behind.
-const leftMax = 10_000
-
-func (c *Client) leftOver(name string, release []any, ttl time.Duration) {
-	now := mono()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.leftovers) >= leftMax {
-		for k, l := range c.leftovers {
-			if l.until <= now {
-				delete(c.leftovers, k)
-			}
-		}
-		for k := range c.leftovers { // still full: any of them goes
-			if len(c.leftovers) < leftMax {
-				break
-			}
-			delete(c.leftovers, k)
-		}
-	}
-	c.leftovers[name] = leftover{release, now + max(2*ttl, 10*time.Second)}
-}
-
-// clearLeftover: before h's first take, a hold of its holder left over
-// (leftOver) is released until none is left, at most 16 times (the rest
-// runs out with its lease); NOTHELD: none was. h.mu is held, so no other
-// hold of this holder counts there meanwhile.
-func (c *Client) clearLeftover(h *hold) {
-	name := h.s.id() + "\x00" + h.holder
-	c.mu.Lock()
-	l, ok := c.leftovers[name]
-	delete(c.leftovers, name)
-	c.mu.Unlock()
-	if !ok || l.until <= mono() {
-		return
-	}
-	for range 16 {
-		reply, _, err := h.send(context.Background(), func(time.Duration) []any { return l.release }, phaseRelease, mono()+time.Second, false)
-		if err != nil || h.s.releasedAll(reply) {
-			return
-		}
-	}
-}
-
 func (c *Client) forget(h *hold) {
-	name := h.s.id() + "\x00" + h.holder
+	name := holdName(h.s, h.holder)
 	c.mu.Lock()
 	if c.holds[name] == h {
 		delete(c.holds, name)
@@ -234,11 +190,8 @@ func (c *Client) acquireOnce(ctx context.Context, s spec, o options, blocking bo
 		return nil, nil, err
 	}
 	defer h.mu.Unlock()
-	h.st.Lock()
-	fresh := h.depth == 0
-	h.st.Unlock()
-	if fresh {
-		c.clearLeftover(h)
+	if h.leftover != nil {
+		h.clearLeftover()
 	}
 	reply, err := h.acquire(ctx, blocking)
 	if err != nil || reply == nil {
@@ -283,7 +236,7 @@ func (c *Client) heldBy(ctx context.Context, s spec) *hold {
 		return nil
 	}
 	c.mu.Lock()
-	h := c.holds[s.id()+"\x00"+holder]
+	h := c.holds[holdName(s, holder)]
 	c.mu.Unlock()
 	if h == nil {
 		return nil
@@ -307,7 +260,7 @@ func (c *Client) peek(ctx context.Context, s spec) *hold {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.holds[s.id()+"\x00"+holder]
+	return c.holds[holdName(s, holder)]
 }
 
 func (h *hold) isLost() bool {

@@ -57,6 +57,9 @@ type hold struct {
 	k      *keeper
 	m      *mailman // nil in a cluster: waits take a connection each
 	leases int      // commands a renewal takes: one per key
+	// The release of a lost hold of this name the server may still count
+	// (Client.leftOver), sent before the first take; guarded by mu.
+	leftover []any
 
 	mu sync.Mutex // one operation at a time: acquire, release, renewal
 
@@ -393,21 +396,6 @@ func (h *hold) release(lv *level) error {
 	return nil
 }
 
-// releaseRest: the server counts holds of this holder that this Client
-// did not take (another Client with the same holder): released too, so
-// that nothing stays held after the last release.
-func (h *hold) releaseRest() {
-	args := h.s.release(h.holder)
-	for range 64 {
-		reply, _, err := h.send(context.Background(), func(time.Duration) []any { return args }, phaseRelease, mono()+time.Second, false)
-		if err != nil || h.s.releasedAll(reply) {
-			h.end(err == nil, ErrReleased)
-			return
-		}
-	}
-	h.end(false, ErrReleased)
-}
-
 func (h *hold) dropLevelLocked(lv *level) {
 	for i, l := range h.levels {
 		if l == lv || (lv == nil && i == len(h.levels)-1) {
@@ -423,9 +411,7 @@ func (h *hold) dropLevelLocked(lv *level) {
 // contexts are cancelled with why, and it leaves the Client's registry.
 func (h *hold) end(clean bool, why error) {
 	h.st.Lock()
-	if !clean && h.depth > 0 {
-		h.c.leftOver(h.s.id()+"\x00"+h.holder, h.s.release(h.holder), h.ttl)
-	}
+	left := !clean && h.depth > 0
 	h.depth = 0
 	h.gen++
 	h.forgetLossesLocked()
@@ -433,6 +419,9 @@ func (h *hold) end(clean bool, why error) {
 	h.levels = nil
 	h.dead = true
 	h.st.Unlock()
+	if left {
+		h.c.leftOver(holdName(h.s, h.holder), h.s.release(h.holder), h.ttl)
+	}
 	h.c.forget(h)
 	for _, l := range levels {
 		l.cancel(why)

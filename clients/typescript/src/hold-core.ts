@@ -37,6 +37,8 @@ export abstract class HoldCore {
   protected backend: Backend;
   /** The cluster's backend once `route` ran: routed again on `-MOVED`. */
   protected cluster: Backend | undefined;
+  /** How the process's hold counts name this object (`took`, `gave`). */
+  protected readonly self = new WeakRef<object>(this);
   protected keeper: Keeper;
   /** What the finalizer needs without the hold (see `collected`): the
    * keeper while a lease of this hold may be bound to it, and while this
@@ -352,7 +354,7 @@ export abstract class HoldCore {
       return null;
     }
     this.leaseUntil = start + this.ttl;
-    took(this.key, this.holder, this);
+    took(this.key, this.holder, this.self);
     if (++this.depth === 1) {
       this.heldSince = start;
       this.lost = false;
@@ -393,7 +395,7 @@ export abstract class HoldCore {
       throw e;
     }
     this.depth = Math.max(0, this.depth - 1);
-    const others = gave(this.key, this.holder, this);
+    const others = gave(this.key, this.holder, this.self);
     if (this.releasedAll(reply)) await this.releasedLast().then(() => this.end());
     // Other objects of this holder still hold the key: this one is done
     // (the binding is the lease's, which they share).
@@ -405,24 +407,25 @@ export abstract class HoldCore {
    * a warning, so that nothing stays held after `release()`. */
   protected async releaseRest(): Promise<void> {
     process.emitWarning(`${this.key}: ${this.holder} held more than this client took; released all`);
-    for (let i = 0; i < 64; i++) {
-      let reply: unknown;
+    await this.end(await this.releaseAll(this.releaseArgs(), 64));
+  }
+
+  /** Sends `release` until the server holds none of it (true), an error,
+   * or `tries` sendings. */
+  protected async releaseAll(release: Arg[], tries: number): Promise<boolean> {
+    for (let i = 0; i < tries; i++) {
       try {
-        reply = await this.send(() => this.releaseArgs(), "release", now() + 1000);
+        if (this.releasedAll(await this.send(() => release, "release", now() + 1000))) return true;
       } catch {
-        break;
-      }
-      if (this.releasedAll(reply)) {
-        await this.end();
-        return;
+        return false;
       }
     }
-    await this.end(false);
+    return false;
   }
 
   protected async end(clean = true): Promise<void> {
     collected.unregister(this);
-    if (this.depth) gave(this.key, this.holder, this, this.depth);
+    if (this.depth) gave(this.key, this.holder, this.self, this.depth);
     this.depth = 0;
     this.watching = false;
     await this.letGo(clean);

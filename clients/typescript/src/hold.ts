@@ -280,19 +280,13 @@ export abstract class Hold extends HoldCore implements AsyncDisposable {
    * its lease); NOTHELD: none was. */
   protected async clearLeftover(): Promise<void> {
     const release = leftover(this.key, this.holder) as Arg[] | undefined;
-    for (let i = 0; release !== undefined && i < 16; i++) {
-      try {
-        if (this.releasedAll(await this.send(() => release, "release", now() + 1000))) return;
-      } catch {
-        return;
-      }
-    }
+    if (release !== undefined) await this.releaseAll(release, 16);
   }
 
   private async markLost(): Promise<void> {
     if (this.depth === 0) return; // released meanwhile
     this.lost = true;
-    gave(this.key, this.holder, this, this.depth);
+    gave(this.key, this.holder, this.self, this.depth);
     if (this.unsure) leftOver(this.key, this.holder, this.releaseArgs(), this.ttl);
     this.depth = 0;
     this.watching = false;

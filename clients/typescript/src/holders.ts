@@ -31,14 +31,7 @@ export function currentHolder(): string | undefined {
  * leaves the key held is another object's hold unless none is left. An
  * object collected unreleased counts no more (weakly kept). */
 const counts = new Map<string, Map<WeakRef<object>, number>>();
-const refs = new WeakMap<object, WeakRef<object>>();
 const slot = (key: string, holder: string): string => `${key.length}:${key}${holder}`;
-
-function refOf(hold: object): WeakRef<object> {
-  let r = refs.get(hold);
-  if (r === undefined) refs.set(hold, (r = new WeakRef(hold)));
-  return r;
-}
 
 /** The holds of live objects in `by`; collected ones are dropped. */
 function live(by: Map<WeakRef<object>, number>): number {
@@ -50,11 +43,11 @@ function live(by: Map<WeakRef<object>, number>): number {
   return n;
 }
 
-export function took(key: string, holder: string, hold: object): void {
+/** One more hold of the object `r` names (its own weak reference, made once). */
+export function took(key: string, holder: string, r: WeakRef<object>): void {
   const k = slot(key, holder);
   let by = counts.get(k);
   if (by === undefined) counts.set(k, (by = new Map()));
-  const r = refOf(hold);
   by.set(r, (by.get(r) ?? 0) + 1);
 }
 
@@ -94,12 +87,11 @@ export function leftover(key: string, holder: string): unknown[] | undefined {
   return got !== undefined && got.until > performance.now() ? got.release : undefined;
 }
 
-/** Counts `n` holds of `hold` given back; the holds left, of every object. */
-export function gave(key: string, holder: string, hold: object, n = 1): number {
+/** Counts `n` holds of the object `r` names given back; the holds left, of every object. */
+export function gave(key: string, holder: string, r: WeakRef<object>, n = 1): number {
   const k = slot(key, holder);
   const by = counts.get(k);
   if (by === undefined) return 0;
-  const r = refOf(hold);
   const mine = (by.get(r) ?? 0) - n;
   if (mine > 0) by.set(r, mine);
   else by.delete(r);

@@ -66,12 +66,12 @@ export function verdict(err: unknown, phase: string): Verdict {
 export const isUnknownOption = (err: unknown): boolean =>
   isServerError(err) && errorText(err).includes("syntax error");
 
-/** Milliseconds before resend number `attempt` (10 ms doubling up to
- * 500 ms), or undefined when the deadline leaves no time for it. */
 /** `-MOVED` redirects one request follows (a map read while the cluster
  * settles may still name the old owner). */
 export const MAX_MOVES = 8;
 
+/** Milliseconds before resend number `attempt` (10 ms doubling up to
+ * 500 ms), or undefined when the deadline leaves no time for it. */
 export function pause(attempt: number, now: number, deadline: number | undefined): number | undefined {
   const p = Math.min(10 * 2 ** attempt, 500);
   if (deadline !== undefined && now + p >= deadline) {

@@ -22,6 +22,7 @@ from ._retry import (
     CONNECTION_ERRORS, MAX_MOVES, Verdict, is_unknown_option, lost_message, pause, request_id, verdict, with_id,
 )
 
+
 class HoldCore(Commands):
     """The life of one hold up to its watching: acquire, release, the
     calls that carry them. `_async_watch.Hold` adds the renewal and loss."""

@@ -209,30 +209,26 @@ class Hold(HoldCore):
         too, with a warning, so that nothing stays held past `release()`."""
         warnings.warn(f"{self.key}: {self.holder} held more than this client took; released all",
                       RuntimeWarning, stacklevel=3)
-        for _ in range(64):
-            try:
-                reply = await self._send(lambda _: self._release_cmd(), "release", rt.now() + 1.0)
-            except Exception:
-                break
-            if self._released_all(reply):
-                await self._end()
-                return
-        await self._end(clean=False)
+        await self._end(clean=await self._release_all(self._release_cmd(), 64))
 
     async def _clear_leftover(self) -> None:
         """Before a fresh take: a hold of this holder left over
         (`COUNTS.left_over`) is released until none is left, at most 16
         times (the rest runs out with its lease); NOTHELD: none was."""
         left = COUNTS.leftover(self.key, self.holder)
-        if left is None:
-            return
-        cmd: list[Any] = left
-        for _ in range(16):
+        if left is not None:
+            await self._release_all(left, 16)
+
+    async def _release_all(self, cmd: list[Any], tries: int) -> bool:
+        """Sends `cmd`, one release, until the server holds none of it
+        (True), an error, or `tries` sendings."""
+        for _ in range(tries):
             try:
                 if self._released_all(await self._send(lambda _: cmd, "release", rt.now() + 1.0)):
-                    break
+                    return True
             except Exception:
-                break
+                return False
+        return False
 
     async def _mark_lost(self) -> None:
         if self._depth:

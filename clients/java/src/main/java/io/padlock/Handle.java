@@ -76,7 +76,7 @@ abstract class Handle {
     }
 
     private boolean take(String holder, long units, long waitMs, boolean interruptibly) throws InterruptedException {
-        Waits.clearLeftover(pad, kind, holder, releaseArgs(holder, 1));
+        Releases.clearBeforeTake(this, holder);
         while (true) {
             boolean fresh = Replicated.fresh(pad, kind, holder);
             if (!takeOnce(holder, units, waitMs, interruptibly)) {

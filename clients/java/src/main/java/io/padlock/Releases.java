@@ -44,6 +44,20 @@ final class Releases {
         }
     }
 
+    /** Before {@code holder} takes again through {@code handle}: its lost hold's leftover cleared. */
+    static void clearBeforeTake(Handle handle, String holder) {
+        SharedHold h = handle.pad.existing(handle.kind, holder);
+        if (h == null || !h.leftover) {
+            return; // almost always: nothing to build or lock
+        }
+        h.io.lock();
+        try {
+            clearLeftover(h, handle.releaseArgs(holder, 1));
+        } finally {
+            h.io.unlock();
+        }
+    }
+
     /** {@link #check}, a lost hold's leftover cleared first: its holder lets go of it now (caller holds io). */
     static void check(SharedHold h, List<String> release) {
         if (h.lost()) {

@@ -54,8 +54,8 @@ final class SharedHold {
     /** Until when (nanoTime) the lease surely lives: counted from send times. */
     private volatile long leaseUntil;
     private volatile boolean lost;
-    /** Lost without the server saying so: it may still count holds of it (see {@code Handle#clearLeftover}). */
-    boolean leftover;
+    /** Lost without the server saying so: it may still count holds of it (see {@link Releases#clearLeftover}). */
+    volatile boolean leftover;
     private final List<Runnable> onLost = new CopyOnWriteArrayList<>();
     private Watcher.Ticket watch;
 

@@ -85,20 +85,6 @@ final class Waits {
         return true;
     }
 
-    /** Before a holder takes again: what is left of a hold of it lost with no answer is cleared ({@link Releases#clearLeftover}). */
-    static void clearLeftover(Padlock pad, Kind kind, String holder, List<String> release) {
-        SharedHold old = pad.existing(kind, holder);
-        if (old == null || !old.leftover) {
-            return;
-        }
-        old.io.lock();
-        try {
-            Releases.clearLeftover(old, release);
-        } finally {
-            old.io.unlock();
-        }
-    }
-
     /** Pauses before a wait is asked again; false when its time is up (a wait without end never is). */
     static boolean again(int attempt, long deadline, boolean forever) {
         if (forever) {
