@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -195,7 +196,6 @@ public final class Padlock implements AutoCloseable {
         return holds.computeIfAbsent(kind.name() + "\0" + holder, k -> new SharedHold(this, kind, holder, ttl));
     }
 
-    /** The hold if this process holds it now, else null. */
     /** The keeper of the node (or, in a cluster, the slot) that serves {@code key}. */
     Keeper keeper(String key) {
         if (closed) {
@@ -206,12 +206,39 @@ public final class Padlock implements AutoCloseable {
         return keepers.computeIfAbsent(driver.node(key), n -> new Keeper(this, key));
     }
 
-        SharedHold existing(Kind kind, String holder) {
+    /** The hold of {@code holder} if this process has one registered (held, or lost and not yet heard of), else null. */
+    SharedHold existing(Kind kind, String holder) {
         return holds.get(kind.name() + "\0" + holder);
     }
 
     void forget(SharedHold h) {
         holds.remove(h.kind.name() + "\0" + h.holder, h);
+    }
+
+    /** Registered holds lost since (oldest first), and how many. */
+    private final ConcurrentLinkedQueue<SharedHold> lostHolds = new ConcurrentLinkedQueue<>();
+    private final AtomicInteger lostCount = new AtomicInteger();
+
+    /** At most this many lost holds stay registered for their holders to hear of (tests lower it). */
+    int maxLost = 10_000;
+
+    /**
+     * A lost hold stays registered until its holder next calls (it is told,
+     * and a leftover is cleared): but a holder may never come back (a
+     * virtual thread's, one per task), so past {@link #maxLost} the oldest
+     * is forgotten. Its holder then hears "not held", and a leftover of it
+     * runs out with its lease.
+     */
+    void registerLost(SharedHold h) {
+        lostHolds.add(h);
+        if (lostCount.incrementAndGet() <= maxLost) {
+            return;
+        }
+        SharedHold oldest = lostHolds.poll();
+        if (oldest != null) {
+            lostCount.decrementAndGet();
+            forget(oldest);
+        }
     }
 
     /** Request-ids: random per Padlock, then a counter; never reused by this process. */

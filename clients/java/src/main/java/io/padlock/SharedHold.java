@@ -403,8 +403,7 @@ final class SharedHold {
         lost = true;
         leftover = !sure && depth > 0;
         depth = reads = writes = 0;
-        // It stays in the registry, lost, until its holder next tries to
-        // release or take it: until then the holder is told it lost it.
+        pad.registerLost(this); // registered until its holder hears of it
         finish(sure, false);
         pad.log(why);
         for (Runnable r : onLost) {

@@ -3,6 +3,7 @@ package io.padlock;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -15,6 +16,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.Lock;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 
@@ -340,6 +342,32 @@ class LockTest extends OnServer {
         assertTrue(lock.fence() > old, "a fresh hold, not a reentry");
         lock.unlock();
         assertEquals(null, info("leftover", "count"));
+    }
+
+    /**
+     * A lost hold stays registered until its holder hears of it, but holders
+     * that never come back (a virtual thread's) cannot pile them up: past the
+     * bound the oldest is forgotten, and its holder hears "not held".
+     */
+    @Test
+    void lostHoldsStayRegisteredWithinABound() {
+        Padlock p = pad("jedis");
+        p.maxLost = 3;
+        PadlockLock lock = p.getLock("bounded");
+        for (int i = 0; i < 5; i++) {
+            SharedHold h = p.hold(lock.kind, "gone-" + i, 1000);
+            h.io.lock();
+            try {
+                h.lose("lost (test)", true);
+            } finally {
+                h.io.unlock();
+            }
+        }
+        assertNull(p.existing(lock.kind, "gone-0"), "the oldest forgotten");
+        assertNull(p.existing(lock.kind, "gone-1"));
+        for (int i = 2; i < 5; i++) {
+            assertTrue(p.existing(lock.kind, "gone-" + i).lost(), "the newest still told");
+        }
     }
 
     /**
