@@ -12,4 +12,8 @@ pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 cd clients/go/bench
-go run . -addr "127.0.0.1:$port" -seconds "${PADLOCK_GO_BENCH_SECONDS:-10}"
+go run . -addr "127.0.0.1:$port" -seconds "${PADLOCK_GO_BENCH_SECONDS:-10}" -work "${PADLOCK_GO_BENCH_WORK:-sleep,nanosleep,spin}"
+echo
+echo "### What a 1 ms time.Sleep measures besides 1 ms (the contended table's work column)"
+echo
+go run . -addr "127.0.0.1:$port" -timerprobe

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -66,6 +68,7 @@ type result struct {
 	sections      float64
 	fairness      float64
 	p50, p99      time.Duration
+	handOff, work time.Duration
 	failed        int
 	roundTrip     time.Duration
 	roundTripFail int
@@ -73,19 +76,23 @@ type result struct {
 
 // tally is one library's contended run, summed over its slices.
 type tally struct {
-	counts  []int
-	waits   []time.Duration
-	failed  int
-	elapsed time.Duration
+	counts []int
+	waits  []time.Duration
+	// From a release's start to the next holder running (the lock's own
+	// part of a section), and how long the 1 ms of work took.
+	handOffs, works []time.Duration
+	failed          int
+	elapsed         time.Duration
 }
 
 // contended runs workers goroutines on l for d, adding to t: each takes
 // the lock, works 1 ms and releases, until d has passed.
-func contended(name string, l locker, t *tally, d time.Duration) {
+func contended(name string, l locker, t *tally, d time.Duration, work func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	var released time.Time // the latest release's start
 	start := time.Now()
 	for w := range t.counts {
 		wg.Add(1)
@@ -105,18 +112,43 @@ func contended(name string, l locker, t *tally, d time.Duration) {
 					}
 					continue
 				}
-				waited := time.Since(begin)
-				time.Sleep(time.Millisecond)
+				got := time.Now()
+				waited := got.Sub(begin)
+				work()
+				done := time.Now()
+				mu.Lock()
+				if !released.IsZero() {
+					t.handOffs = append(t.handOffs, got.Sub(released))
+				}
+				released = done
+				mu.Unlock()
 				unlock()
 				mu.Lock()
 				t.counts[w]++
 				t.waits = append(t.waits, waited)
+				t.works = append(t.works, done.Sub(got))
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	t.elapsed += time.Since(start)
+}
+
+// works are the kinds of 1 ms of work a section may do. time.Sleep's
+// length depends on what the rest of the process did meanwhile (see
+// timerProbe); a nanosleep blocks the thread for its time whatever the
+// runtime does; spin keeps a core busy.
+var works = map[string]func(){
+	"sleep": func() { time.Sleep(time.Millisecond) },
+	"nanosleep": func() {
+		ts := syscall.NsecToTimespec(int64(time.Millisecond))
+		_ = syscall.Nanosleep(&ts, nil)
+	},
+	"spin": func() {
+		for end := time.Now().Add(time.Millisecond); time.Now().Before(end); {
+		}
+	},
 }
 
 // result is what a tally says.
@@ -126,20 +158,23 @@ func (t *tally) result(name string) result {
 		total += c
 		least, most = min(least, c), max(most, c)
 	}
-	waits := t.waits
-	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
-	pct := func(p float64) time.Duration {
-		if len(waits) == 0 {
-			return 0
-		}
-		return waits[min(len(waits)-1, int(p*float64(len(waits))))]
-	}
+	pct := func(p float64) time.Duration { return percentile(t.waits, p) }
 	fair := 0.0
 	if most > 0 {
 		fair = float64(least) / float64(most)
 	}
 	return result{name: name, sections: float64(total) / t.elapsed.Seconds(), fairness: fair,
-		p50: pct(0.5), p99: pct(0.99), failed: t.failed}
+		p50: pct(0.5), p99: pct(0.99), failed: t.failed,
+		handOff: percentile(t.handOffs, 0.5), work: percentile(t.works, 0.5)}
+}
+
+// percentile sorts d and returns its p-th.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[min(len(d)-1, int(p*float64(len(d))))]
 }
 
 func uncontended(l locker, n int) (time.Duration, int) {
@@ -159,11 +194,17 @@ func uncontended(l locker, n int) (time.Duration, int) {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "server with the module")
 	seconds := flag.Int("seconds", 10, "seconds per contended run")
+	workKinds := flag.String("work", "sleep", "the 1 ms of work, one contended run each (a comma-separated list): sleep (time.Sleep), nanosleep (the thread blocks, as in a blocking call) or spin (CPU)")
 	rounds := flag.Int("rounds", 10, "slices each library's contended run is cut into, run round robin")
 	holds := flag.Int("holdcost", 0, "instead: what n holds and n waiters cost (scripts/bench/holdcost.py)")
+	probe := flag.Bool("timerprobe", false, "instead: how a 1 ms sleep lengthens when other goroutines make round trips")
 	flag.Parse()
 	if *holds > 0 {
 		holdCost(*addr, *holds)
+		return
+	}
+	if *probe {
+		timerProbe(*addr)
 		return
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 32})
@@ -183,33 +224,41 @@ func main() {
 		{"redsync v4", redsyncLocker{redsync.New(goredis.NewPool(rdb))}},
 		{"bsm/redislock", redislockLocker{redislock.New(rdb)}},
 	}
-	// Round robin in slices: a machine whose speed drifts over the run
-	// (a shared VM's does) weighs on every library alike.
-	tallies := make([]tally, len(libs))
-	for i := range tallies {
-		tallies[i].counts = make([]int, 8)
-	}
-	slice := time.Duration(*seconds) * time.Second / time.Duration(*rounds)
-	for round := range *rounds {
-		for i, lib := range libs {
-			fmt.Fprintf(os.Stderr, "==> round %d/%d: %s\n", round+1, *rounds, lib.name)
-			contended(lib.name, lib.l, &tallies[i], slice)
-		}
-	}
 	var out []result
+	for _, kind := range strings.Split(*workKinds, ",") {
+		work, ok := works[kind]
+		if !ok {
+			check(fmt.Errorf("-work %q: sleep, nanosleep or spin", kind))
+		}
+		out = out[:0]
+		// Round robin in slices: a machine whose speed drifts over the
+		// run (a shared VM's does) weighs on every library alike.
+		tallies := make([]tally, len(libs))
+		for i := range tallies {
+			tallies[i].counts = make([]int, 8)
+		}
+		slice := time.Duration(*seconds) * time.Second / time.Duration(*rounds)
+		for round := range *rounds {
+			for i, lib := range libs {
+				fmt.Fprintf(os.Stderr, "==> %s, round %d/%d: %s\n", kind, round+1, *rounds, lib.name)
+				contended(lib.name, lib.l, &tallies[i], slice, work)
+			}
+		}
+		for i, lib := range libs {
+			out = append(out, tallies[i].result(lib.name))
+		}
+		fmt.Printf("### Contended: 8 goroutines, one lock, 1 ms of work (%s), %d s each in %d interleaved slices\n\n", kind, *seconds, *rounds)
+		fmt.Println("| library | sections/s | fairness (fewest/most) | wait p50 | wait p99 | hand-off p50 | 1 ms of work took, p50 | failed acquires |")
+		fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
+		for _, r := range out {
+			fmt.Printf("| %s | %.0f | %.2f | %.2f ms | %.2f ms | %.0f µs | %.3f ms | %d |\n", r.name, r.sections, r.fairness,
+				ms(r.p50), ms(r.p99), float64(r.handOff.Microseconds()), float64(r.work.Microseconds())/1000, r.failed)
+		}
+		fmt.Println()
+	}
 	for i, lib := range libs {
-		r := tallies[i].result(lib.name)
-		r.roundTrip, r.roundTripFail = uncontended(lib.l, 5000)
-		out = append(out, r)
+		out[i].roundTrip, out[i].roundTripFail = uncontended(lib.l, 5000)
 	}
-	fmt.Printf("### Contended: 8 goroutines, one lock, 1 ms of work, %d s each in %d interleaved slices\n\n", *seconds, *rounds)
-	fmt.Println("| library | sections/s | fairness (fewest/most) | wait p50 | wait p99 | failed acquires |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- |")
-	for _, r := range out {
-		fmt.Printf("| %s | %.0f | %.2f | %.2f ms | %.2f ms | %d |\n", r.name, r.sections, r.fairness,
-			ms(r.p50), ms(r.p99), r.failed)
-	}
-	fmt.Println()
 	fmt.Println("### Uncontended: acquire + release, one goroutine, 5,000 each")
 	fmt.Println()
 	fmt.Println("| library | µs per acquire + release | failed |")
