@@ -34,6 +34,16 @@ from harness import ROOT, Server
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+# Notes written by hand in docs/benchmarks.md (what a run found, and why):
+# a new run keeps them, after its tables.
+NOTES_START, NOTES_END = "<!-- notes:start -->", "<!-- notes:end -->"
+
+
+def kept_notes(path):
+    """The hand-written notes block of `path`, markers included, or ""."""
+    text = path.read_text() if path.exists() else ""
+    a, b = text.find(NOTES_START), text.find(NOTES_END)
+    return text[a:b + len(NOTES_END)] if 0 <= a < b else ""
 
 
 def unpacked(which):
@@ -109,6 +119,10 @@ def contended(procs=8, seconds=8):
             "lock": kind, "sections_per_s": sum(counts) / seconds,
             "fairness": min(counts) / max(counts) if max(counts) else 0.0,
             "p50_ms": statistics.median(waits), "p99_ms": waits[int(len(waits) * 0.99) - 1],
+            # Percentiles pool every worker's waits, so a worker that an
+            # unfair lock starves weighs as little as its few acquires;
+            # its wait shows here.
+            "max_ms": waits[-1],
         })
         print(f"    {kind}: {rows[-1]}", flush=True)
     return rows
@@ -195,15 +209,20 @@ def keep_cost(server, n=100_000, conns=4, ttl=30_000, window=12):
     return rate, busy - idle, busy, per_binding
 
 
-def rw_bytes_per_reader(server, n=10_000):
-    r = server.client()
-    r.flushall()
-    before = r.info("memory")["used_memory"]
-    p = r.pipeline(transaction=False)
-    for i in range(n):
-        p.execute_command("RWLOCK.ACQUIRE", "rw", f"holder-{i:08d}", "READ", 60000)
-    p.execute()
-    return (r.info("memory")["used_memory"] - before) / n, r.memory_usage("rw", samples=0) / n
+def rw_bytes_per_reader(n=10_000):
+    # A server of its own: on one that ran the KEEP runs, memory freed
+    # meanwhile (their connections' buffers) once made this negative.
+    server = Server()
+    try:
+        r = server.client()
+        before = r.info("memory")["used_memory"]
+        p = r.pipeline(transaction=False)
+        for i in range(n):
+            p.execute_command("RWLOCK.ACQUIRE", "rw", f"holder-{i:08d}", "READ", 60000)
+        p.execute()
+        return (r.info("memory")["used_memory"] - before) / n, r.memory_usage("rw", samples=0) / n
+    finally:
+        server.stop()
 
 
 def extras():
@@ -219,9 +238,8 @@ def extras():
     }
     lat = handoff_latency(server)
     keep = keep_cost(server)
-    rw = rw_bytes_per_reader(server)
     server.stop()
-    return mem, lat, keep, rw
+    return mem, lat, keep, rw_bytes_per_reader()
 
 
 # --- output --------------------------------------------------------------
@@ -252,11 +270,12 @@ def tables(pc, cont):
     lines += ["", f"**Contended:** 8 processes, one lock, a {HOLD_S * 1000:.0f} ms critical section, "
               "8 s each, Redis 7.0. Fairness is the fewest critical sections of one "
               "worker over the most.", "",
-              "| lock | critical sections/s | fairness (min/max) | wait p50 | wait p99 |",
-              "| --- | --- | --- | --- | --- |"]
+              "| lock | critical sections/s | fairness (min/max) | wait p50 | wait p99 | longest wait |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for row in cont:
+        longest = f"{row['max_ms']:,.2f} ms" if "max_ms" in row else "-"
         lines.append(f"| {row['lock']} | {row['sections_per_s']:,.0f} | {row['fairness']:.2f} "
-                     f"| {row['p50_ms']:.2f} ms | {row['p99_ms']:.2f} ms |")
+                     f"| {row['p50_ms']:.2f} ms | {row['p99_ms']:.2f} ms | {longest} |")
     return "\n".join(lines)
 
 
@@ -273,19 +292,25 @@ def summary(pc, cont, at_scale=None):
                         f"{ins[cfg][name] / ins[cfg][cost.BASE]:.2f}x |")
     r70 = ins.get(("Redis 7.0", False))
     if r70:
-        # What padlock's own clients send: every changing command with an id.
-        for name in ("LOCK.ACQUIRE", "LOCK.RELEASE"):
-            if f"{name} ID" in r70:
-                rows.append(f"| {name} ID (as the clients send it), instructions per call, Redis 7.0 | "
-                            f"{r70[name + ' ID']:,.0f} | {name} without `ID` {r70[name]:,.0f} | "
-                            f"{r70[name + ' ID'] / r70[name]:.2f}x |")
+        # What padlock's own clients send: every changing command with an
+        # id, and a release of a hold they took with one.
+        for name, measured, without in (
+                ("LOCK.ACQUIRE ID", "LOCK.ACQUIRE ID", "LOCK.ACQUIRE"),
+                ("LOCK.ACQUIRE KEEP ID", "LOCK.ACQUIRE KEEP ID", "LOCK.ACQUIRE"),
+                ("LOCK.RELEASE ID", "LOCK.RELEASE ID, acquired with ID", "LOCK.RELEASE"),
+                ("SEM.RELEASE ID", "SEM.RELEASE ID", "SEM.RELEASE")):
+            if measured in r70 and without in r70:
+                rows.append(f"| {name} (as the clients send it), instructions per call, Redis 7.0 | "
+                            f"{r70[measured]:,.0f} | {without} without `ID`{' or `KEEP`' if 'KEEP' in name else ''} "
+                            f"{r70[without]:,.0f} | {r70[measured] / r70[without]:.2f}x |")
         lua = next(n for n in r70 if n.startswith("Lua"))
         rows.append(f"| acquire, instructions per call, Redis 7.0 | {r70['LOCK.ACQUIRE']:,.0f} | "
                     f"Redisson's Lua script {r70[lua]:,.0f} | {r70['LOCK.ACQUIRE'] / r70[lua]:.2f}x |")
     for row in cont:
         rows.append(f"| contended (8 processes, one lock, 1 ms inside): {row['lock']} | "
                     f"{row['sections_per_s']:,.0f} sections/s | fairness {row['fairness']:.2f} | "
-                    f"wait p99 {row['p99_ms']:.1f} ms |")
+                    f"wait p99 {row['p99_ms']:.1f} ms"
+                    + (f", longest {row['max_ms']:,.1f} ms |" if "max_ms" in row else " |"))
     return "\n".join(rows + at_scale_rows(at_scale or {}))
 
 
@@ -399,11 +424,11 @@ def chart(pc, cont, path, at_scale=None):
                            rotation=35, ha="right", fontsize=8)
         ax.set_title(title, fontsize=10)
     axes[0].legend(fontsize=8)
-    axes[2].bar([r["lock"] for r in cont], [r["p99_ms"] for r in cont], color=["C0", "C3", "C2"])
+    axes[2].bar([r["lock"] for r in cont], [r.get("max_ms", r["p99_ms"]) for r in cont], color=["C0", "C3", "C2"])
     axes[2].set_yscale("log")
     axes[2].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     axes[2].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    axes[2].set_title("contended: wait p99, ms (lower is better)", fontsize=10)
+    axes[2].set_title("contended: longest wait, ms (lower is better)", fontsize=10)
     axes[2].tick_params(axis="x", labelrotation=25, labelsize=8)
     if hot:
         xs = range(len(hot))
@@ -435,6 +460,8 @@ def script_tables(script, label, where=""):
     """The Markdown tables a benchmark script prints, each `### title`
     becoming a bold `label — title` line (with `where` after it)."""
     out = subprocess.run([str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # A title may follow what a library logged on the same line.
+    out = "\n".join(ln[ln.index("### "):] if "### " in ln else ln for ln in out.splitlines())
     lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith(("|", "###")) or not ln.strip()]
     body = "\n".join(lines).strip()
     return "\n".join(f"**{label} — {ln[4:]}**{where}" if ln.startswith("### ") else ln for ln in body.splitlines())
@@ -445,6 +472,18 @@ def java_vs_redisson():
     against Redisson, Spring Integration's RedisLockRegistry and ShedLock's
     Redis provider, in one JVM on one server."""
     return script_tables("scripts/bench/java-bench.sh", "Java client")
+
+
+#: Where the Java client's uncontended rows (io.padlock.bench.Uncontended,
+#: measured in the Java run) join the uncontended table of the others.
+JAVA_ROWS = "<java uncontended rows>"
+
+
+def split_java_rows(tables):
+    """The Java run's tables, and apart from them its rows of the
+    clients' uncontended table (`| Java (driver) | ...`)."""
+    rows = [ln for ln in tables.splitlines() if ln.startswith("| Java (")]
+    return "\n".join(ln for ln in tables.splitlines() if not ln.startswith("| Java (")).strip(), rows
 
 
 def go_vs_redsync():
@@ -503,7 +542,7 @@ def main():
     waiters += "\n\n" + clusterwaits.formatted(clusterwaits.measure(10000, 100))
     print("==> uncontended acquire + release through the clients", flush=True)
     import uncontended
-    waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000)
+    waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000) + JAVA_ROWS
     waiters += "\n\nThe Python rows in instructions the client process runs per pair (callgrind):\n\n"
     waiters += uncontended.instructions()
     print("==> 1,000 holds and 1,000 waiters through the Python clients", flush=True)
@@ -511,7 +550,8 @@ def main():
     waiters += "\n\n" + holdcost.formatted(1000, holdcost.run(1000))
 
     print("==> the Java client against Redisson", flush=True)
-    java = java_vs_redisson()
+    java, java_rows = split_java_rows(java_vs_redisson())
+    waiters = waiters.replace(JAVA_ROWS, "".join("\n" + r for r in java_rows))
     print("==> the Go client against redsync and bsm/redislock", flush=True)
     java += "\n\n" + go_vs_redsync()
 
@@ -541,9 +581,11 @@ def main():
     ]
     DOCS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y-%m-%d")
+    notes = kept_notes(DOCS / "benchmarks.md")
     (DOCS / "benchmarks.md").write_text(
         f"# Benchmarks\n\nWritten by `make bench` on {stamp} ({os.cpu_count()} cores).\n\n"
-        + table + "\n" + "\n".join(more) + "\n\n![chart](benchmarks.png)\n")
+        + table + "\n" + "\n".join(more) + "\n\n![chart](benchmarks.png)\n"
+        + (f"\n{notes}\n" if notes else ""))
     chart(pc, cont, DOCS / "benchmarks.png", at_scale)
     readme(pc, cont, stamp, at_scale)
     print(table)
