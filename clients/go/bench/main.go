@@ -70,8 +70,6 @@ type result struct {
 	p50, p99      time.Duration
 	handOff, work time.Duration
 	failed        int
-	roundTrip     time.Duration
-	roundTripFail int
 }
 
 // tally is one library's contended run, summed over its slices.
@@ -177,18 +175,36 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return d[min(len(d)-1, int(p*float64(len(d))))]
 }
 
-func uncontended(l locker, n int) (time.Duration, int) {
-	failed := 0
-	start := time.Now()
-	for range n {
-		unlock, err := l.lock(context.Background())
-		if err != nil {
-			failed++
-			continue
+// uncontended times n acquire + release pairs of every locker, one
+// locker's pair after another's in turn (so that the loopback round trip's
+// drift from minute to minute falls on all alike), after 200 of each
+// unmeasured; the median pair of each, and how many failed.
+func uncontended(ls []locker, n int) ([]time.Duration, []int) {
+	took := make([][]time.Duration, len(ls))
+	failed := make([]int, len(ls))
+	for round := -200; round < n; round++ {
+		// Each round starts with the next one: no library always
+		// follows the same other.
+		for k := range ls {
+			i := (k + round + 200) % len(ls)
+			l := ls[i]
+			start := time.Now()
+			unlock, err := l.lock(context.Background())
+			if err != nil {
+				failed[i]++
+				continue
+			}
+			unlock()
+			if round >= 0 {
+				took[i] = append(took[i], time.Since(start))
+			}
 		}
-		unlock()
 	}
-	return time.Since(start) / time.Duration(n), failed
+	medians := make([]time.Duration, len(ls))
+	for i := range ls {
+		medians[i] = percentile(took[i], 0.5)
+	}
+	return medians, failed
 }
 
 func main() {
@@ -256,20 +272,24 @@ func main() {
 		}
 		fmt.Println()
 	}
-	for i, lib := range libs {
-		out[i].roundTrip, out[i].roundTripFail = uncontended(lib.l, 5000)
+	// The baseline last: the same two round trips without a lock library.
+	ls := []locker{setNXDel{rdb}}
+	for _, lib := range libs {
+		ls = append(ls, lib.l)
 	}
-	fmt.Println("### Uncontended: acquire + release, one goroutine, 5,000 each")
+	took, failed := uncontended(ls, 5000)
+	fmt.Println("### Uncontended: acquire + release, one goroutine, median of 5,000 each, the libraries in turn call by call")
 	fmt.Println()
-	fmt.Println("| library | µs per acquire + release | failed |")
-	fmt.Println("| --- | --- | --- |")
-	for _, r := range out {
-		fmt.Printf("| %s | %.0f | %d |\n", r.name, float64(r.roundTrip.Microseconds()), r.roundTripFail)
+	fmt.Println("| library | µs per acquire + release | vs SET NX PX + DEL | failed |")
+	fmt.Println("| --- | --- | --- | --- |")
+	row := func(name string, i int) {
+		fmt.Printf("| %s | %.0f | %.2fx | %d |\n", name, float64(took[i].Nanoseconds())/1000,
+			float64(took[i])/float64(took[0]), failed[i])
 	}
-	// The baseline: the same two round trips without a lock library.
-	plain := setNXDel{rdb}
-	d, failed := uncontended(plain, 5000)
-	fmt.Printf("| SET NX PX + DEL (go-redis, no lock library) | %.0f | %d |\n", float64(d.Microseconds()), failed)
+	for i, lib := range libs {
+		row(lib.name, i+1)
+	}
+	row("SET NX PX + DEL (go-redis, no lock library)", 0)
 }
 
 // setNXDel is SET NX PX + DEL through go-redis: what an acquire and a
