@@ -474,11 +474,6 @@ def java_vs_redisson():
     return script_tables("scripts/bench/java-bench.sh", "Java client")
 
 
-#: Where the Java client's uncontended rows (io.padlock.bench.Uncontended,
-#: measured in the Java run) join the uncontended table of the others.
-JAVA_ROWS = "<java uncontended rows>"
-
-
 def split_java_rows(tables):
     """The Java run's tables, and apart from them its rows of the
     clients' uncontended table (`| Java (driver) | ...`)."""
@@ -540,18 +535,19 @@ def main():
     print("==> 10,000 waiters on 100 slots of a 3-master cluster", flush=True)
     import clusterwaits
     waiters += "\n\n" + clusterwaits.formatted(clusterwaits.measure(10000, 100))
+    # The Java run's interleaved uncontended rows join the other clients'.
+    print("==> the Java client against Redisson", flush=True)
+    java, java_rows = split_java_rows(java_vs_redisson())
     print("==> uncontended acquire + release through the clients", flush=True)
     import uncontended
-    waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000) + JAVA_ROWS
+    waiters += "\n\n" + uncontended.formatted(uncontended.measure(3000), 3000)
+    waiters += "".join("\n" + r for r in java_rows)
     waiters += "\n\nThe Python rows in instructions the client process runs per pair (callgrind):\n\n"
     waiters += uncontended.instructions()
     print("==> 1,000 holds and 1,000 waiters through the Python clients", flush=True)
     import holdcost
     waiters += "\n\n" + holdcost.formatted(1000, holdcost.run(1000))
 
-    print("==> the Java client against Redisson", flush=True)
-    java, java_rows = split_java_rows(java_vs_redisson())
-    waiters = waiters.replace(JAVA_ROWS, "".join("\n" + r for r in java_rows))
     print("==> the Go client against redsync and bsm/redislock", flush=True)
     java += "\n\n" + go_vs_redsync()
 

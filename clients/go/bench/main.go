@@ -156,13 +156,12 @@ func (t *tally) result(name string) result {
 		total += c
 		least, most = min(least, c), max(most, c)
 	}
-	pct := func(p float64) time.Duration { return percentile(t.waits, p) }
 	fair := 0.0
 	if most > 0 {
 		fair = float64(least) / float64(most)
 	}
 	return result{name: name, sections: float64(total) / t.elapsed.Seconds(), fairness: fair,
-		p50: pct(0.5), p99: pct(0.99), failed: t.failed,
+		p50: percentile(t.waits, 0.5), p99: percentile(t.waits, 0.99), failed: t.failed,
 		handOff: percentile(t.handOffs, 0.5), work: percentile(t.works, 0.5)}
 }
 

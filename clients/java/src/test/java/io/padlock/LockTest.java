@@ -329,12 +329,7 @@ class LockTest extends OnServer {
         lock.lock();
         long old = lock.fence();
         SharedHold h = p.existing(lock.kind, lock.holder());
-        h.io.lock();
-        try {
-            h.lose("no answer (test)", false);
-        } finally {
-            h.io.unlock();
-        }
+        lose(h, false);
         assertEquals("1", info("leftover", "count"), "still counted by the server");
         assertThrows(LockLostException.class, lock::unlock);
         assertEquals(null, info("leftover", "count"), "released when its holder let go");
@@ -342,6 +337,16 @@ class LockTest extends OnServer {
         assertTrue(lock.fence() > old, "a fresh hold, not a reentry");
         lock.unlock();
         assertEquals(null, info("leftover", "count"));
+    }
+
+    /** Marks {@code h} lost as its watcher would ({@code sure}: the server said so; else no answer came). */
+    static void lose(SharedHold h, boolean sure) {
+        h.io.lock();
+        try {
+            h.lose("lost (test)", sure);
+        } finally {
+            h.io.unlock();
+        }
     }
 
     /**
@@ -355,13 +360,7 @@ class LockTest extends OnServer {
         p.maxLost = 3;
         PadlockLock lock = p.getLock("bounded");
         for (int i = 0; i < 5; i++) {
-            SharedHold h = p.hold(lock.kind, "gone-" + i, 1000);
-            h.io.lock();
-            try {
-                h.lose("lost (test)", true);
-            } finally {
-                h.io.unlock();
-            }
+            lose(p.hold(lock.kind, "gone-" + i, 1000), true);
         }
         assertNull(p.existing(lock.kind, "gone-0"), "the oldest forgotten");
         assertNull(p.existing(lock.kind, "gone-1"));
