@@ -10,6 +10,7 @@
 //! first. Nothing here reads a clock or a key: times come in, and "is it
 //! still held" is the glue's answer.
 
+mod id;
 mod order;
 mod reading;
 mod request;
@@ -19,6 +20,7 @@ use std::rc::Rc;
 
 use super::error::Error;
 use super::hash::Map;
+pub use id::Id;
 use order::Order;
 pub use request::{print, spots, valid_id, Spots};
 use slots::{Holders, Recent};
@@ -44,13 +46,13 @@ pub struct Address {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     Int(i64),
-    Ints(Vec<i64>),
+    Ints(Box<[i64]>),
 }
 
 /// One applied request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remembered {
-    pub id: Box<[u8]>,
+    pub id: Id,
     /// The request's arguments, hashed (`print`): the same id with others
     /// is an error, not a replay.
     pub print: u64,

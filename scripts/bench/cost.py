@@ -285,7 +285,7 @@ def main():
     cases = CASES
     if os.environ.get("PADLOCK_COST_ONLY"):
         want = os.environ["PADLOCK_COST_ONLY"].split(",")
-        cases = [c for c in CASES if c[0] == BASE or any(w in c[0] for w in want)]
+        cases = [c for c in CASES if c[0] == BASE or any((w[1:] == c[0]) if w.startswith('=') else (w in c[0]) for w in want)]
     res = instructions(binary, os.environ.get("PADLOCK_COST_AOF") == "1", cases, top)
     print("\n| command | instructions/call | vs SET NX PX |")
     print("| --- | --- | --- |")

@@ -105,7 +105,7 @@ fn only_freed_keys_count_against_the_bound_oldest_first() {
     let ints = |v: Vec<i64>| Remembered {
         id: b"m"[..].into(),
         print: 1,
-        answer: Answer::Ints(v),
+        answer: Answer::Ints(v.into()),
         at_ms: 200,
     };
     m.remember(at("m1", "h"), ints(vec![0, 3]), B);

@@ -24,7 +24,7 @@ use super::info::bump;
 use super::server::now_ms;
 use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
-use crate::core::ids::{self, Address, Answer, Found, Remembered, Spots};
+use crate::core::ids::{self, Address, Answer, Found, Id, Remembered, Spots};
 
 /// Where a command's positional arguments end: `After(n)` for `key holder
 /// ...` with n of them, `AfterKeys(n)` for `numkeys key [key ...] holder
@@ -43,7 +43,7 @@ pub static REPLAYED: AtomicU64 = AtomicU64::new(0);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Tag {
     pub at: Address,
-    pub id: Box<[u8]>,
+    pub id: Id,
     pub print: u64,
 }
 
@@ -131,7 +131,7 @@ fn to_answer(v: &RedisValue) -> Option<Answer> {
                 _ => None,
             })
             .collect::<Option<Vec<_>>>()
-            .map(Answer::Ints),
+            .map(|vs| Answer::Ints(vs.into())),
         _ => None,
     }
 }
@@ -146,7 +146,7 @@ fn from_answer(a: &Answer) -> RedisValue {
 fn reply_answer(r: &Reply) -> Option<Answer> {
     match r {
         Reply::Int(i) => Some(Answer::Int(*i)),
-        Reply::Ints(vs) => Some(Answer::Ints(vs.clone())),
+        Reply::Ints(vs) => Some(Answer::Ints(vs[..].into())),
         Reply::Nil | Reply::Error(_) => None,
     }
 }

@@ -129,7 +129,7 @@ impl Fields {
         match rule {
             Rule::Fence => Answer::Int(i(self.fence)),
             Rule::Count | Rule::Permits => Answer::Int(i(self.count)),
-            Rule::Holds => Answer::Ints(vec![i(self.reads), i(self.writes)]),
+            Rule::Holds => Answer::Ints(Box::new([i(self.reads), i(self.writes)])),
             Rule::One => Answer::Int(1),
         }
     }
@@ -231,7 +231,7 @@ pub fn aboard() -> bool {
 /// What an effect read from its `ID` word: the id, when, the print and
 /// the rule.
 pub struct Tail {
-    pub id: Box<[u8]>,
+    pub id: crate::core::ids::Id,
     pub at_ms: i64,
     pub print: u64,
     pub rule: Rule,

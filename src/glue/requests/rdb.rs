@@ -194,7 +194,7 @@ pub fn aux_load(rdb: *mut raw::RedisModuleIO) -> Result<(), &'static str> {
             holder: holder.into(),
         };
         let r = Remembered {
-            id: id.into(),
+            id: id[..].into(),
             print,
             answer,
             at_ms,

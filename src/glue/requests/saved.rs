@@ -95,7 +95,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         .collect::<Result<Vec<_>, _>>()?;
     let answer = match (kind.bytes(), nums.as_slice()) {
         (b"I", [v]) => Answer::Int(*v),
-        (b"A", vs) if vs.len() <= crate::core::args::MAX_KEYS as usize => Answer::Ints(vs.to_vec()),
+        (b"A", vs) if vs.len() <= crate::core::args::MAX_KEYS as usize => Answer::Ints(vs.into()),
         _ => return Err(Error::Syntax),
     };
     let r = Remembered {

@@ -239,7 +239,7 @@ pub struct Waiter {
 }
 
 /// A queued request's id where it applies (without its hash).
-type RequestKey = (Address, Box<[u8]>);
+type RequestKey = (Address, crate::core::ids::Id);
 
 #[derive(Default)]
 pub struct State {
