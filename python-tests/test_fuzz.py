@@ -252,11 +252,19 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
         args += [effect_value(rng, now) for _ in range(arity - 3)]
         if rng.random() < 0.3:
             # A request-id riding on the effect, well formed or not.
-            args += [b"ID", rng.choice([
-                b"%d:%d:fence:r%d" % (now, rng.randrange(2**64), rng.randrange(9)),
-                b"%d:1:holds:a:b:c" % now, b"%d:1:count:" % now, b"1:2:nope:x",
-                b"x:1:one:r", b"%d:1:one:" % now + b"y" * 65, b"", b"::::",
-            ])]
+            # Its two forms: a prefix and the id (what padlock sends), or
+            # one packed word (what it sent before 2026-12-07).
+            if rng.random() < 0.5:
+                args += [b"ID", rng.choice([
+                    b"%d:%d:fence:r%d" % (now, rng.randrange(2**64), rng.randrange(9)),
+                    b"%d:1:holds:a:b:c" % now, b"%d:1:count:" % now, b"1:2:nope:x",
+                    b"x:1:one:r", b"%d:1:one:" % now + b"y" * 65, b"", b"::::",
+                ])]
+            else:
+                args += [b"ID", rng.choice([
+                    b"%d:%d:fence" % (now, rng.randrange(2**64)), b"%d:1:holds" % now,
+                    b"%d:1:count" % now, b"1:2:nope", b"x:1:one", b"", b"::", b"1:2:one:x",
+                ]), rng.choice([b"r%d" % rng.randrange(9), b"a:b:c", b"", b"y" * 65, b"ID"])]
         cmds.append([name, *args])
         if rng.random() < 0.2:
             # A mailbox post and a request-id on its own, as a master sends

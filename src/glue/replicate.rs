@@ -101,7 +101,9 @@ fn argument(bytes: &[u8]) -> Option<RawString> {
     // SAFETY: set by `during_command` from Redis' argv, alive while the
     // command runs (and cleared when it returns).
     let args = unsafe { std::slice::from_raw_parts(argv, argc) };
-    args.iter().skip(1).copied().find(|&s| bytes_of(s) == bytes)
+    // A single-key command's holder, the word looked up most, is third.
+    let third = args.get(2).copied().filter(|&s| bytes_of(s) == bytes);
+    third.or_else(|| args.iter().skip(1).copied().find(|&s| bytes_of(s) == bytes))
 }
 
 #[inline]
@@ -169,10 +171,12 @@ impl Drop for Made<'_> {
 }
 
 /// Sends `cmd` with its fixed arguments `fmt`/`args...`, plus `ID
-/// at-ms:print:rule:request-id` when the running request's id rides on
-/// this effect (`requests::piggy`). (A macro: the module API is variadic.)
+/// at-ms:print:rule request-id` when the running request's id rides on
+/// this effect (`requests::piggy`): the id is the command's own argument
+/// when it is one, else a string `$made` makes. `$tailfmt` is `$fmt` and
+/// "sbs". (A macro: the module API is variadic.)
 macro_rules! replicate_with_tail {
-    ($ctx:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
+    ($ctx:expr, $made:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
         match $tail {
             // SAFETY: the format names exactly the arguments passed; the
             // strings and buffers live until the call returns.
@@ -180,13 +184,18 @@ macro_rules! replicate_with_tail {
                 rm!(RedisModule_Replicate)($ctx.ctx, $cmd, $fmt.as_ptr(), $($arg),*);
             },
             Some(t) => {
-                let packed = t.as_bytes();
-                // SAFETY: as above, the tail being "s" (ID) and "b".
+                let prefix = t.prefix();
+                let id = match t.arg() {
+                    a if a.is_null() => $made.make(t.id()),
+                    a => a,
+                };
+                // SAFETY: as above, the tail being "s" (ID), "b" and "s".
                 unsafe {
                     rm!(RedisModule_Replicate)(
                         $ctx.ctx, $cmd, $tailfmt.as_ptr(), $($arg),*,
                         $crate::glue::replicate::id_word(),
-                        packed.as_ptr() as *const ::std::os::raw::c_char, packed.len(),
+                        prefix.as_ptr() as *const ::std::os::raw::c_char, prefix.len(),
+                        id,
                     );
                 }
             }

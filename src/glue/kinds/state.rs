@@ -34,11 +34,7 @@ pub trait SetState: Value {
 /// passed on with the effect to this server's own AOF and replicas).
 pub fn command<K: SetState>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let flags = from_replication(ctx, args)?;
-    let split = args
-        .len()
-        .checked_sub(piggy::TAIL_WORDS)
-        .filter(|&at| at >= 3 && args[at].bytes().eq_ignore_ascii_case(b"ID"));
-    let own = match split {
+    let own = match piggy::tail_start(args, 3) {
         Some(at) => with_id::<K>(ctx, args, at)?,
         None => {
             K::apply(ctx, args)?;

@@ -1,8 +1,11 @@
 //! A request-id rides on the request's own effect: `PADLOCK.LOCKSET key
-//! holder ... ID at-ms:print:rule:request-id` (one word, the fewest strings
-//! Redis makes per request), where the rule names which of the effect's
-//! own fields the reply was (a fence, a
-//! count, permits, a holder's read and write holds, or 1). One propagated
+//! holder ... ID at-ms:print:rule request-id`, where the rule names which
+//! of the effect's own fields the reply was (a fence, a count, permits, a
+//! holder's read and write holds, or 1). The fewest allocations Redis
+//! makes per request: `ID` is a string padlock keeps, the id the
+//! command's own argument (Redis takes a reference), and the prefix short
+//! enough to be one embedded string (the single word `at-ms:print:rule:id`
+//! sent before was past 44 bytes, so two allocations and two frees). One propagated
 //! command instead of two (and no MULTI around them): on a server with an
 //! AOF and replicas the second effect and its transaction cost more than
 //! the request itself. A request whose reply is not one of its effect's
@@ -13,12 +16,12 @@ use std::cell::RefCell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use redis_module::{Context, RedisString};
+use redis_module::{raw, Context, RedisString};
 
 use super::Tag;
 use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
-use crate::core::ids::Answer;
+use crate::core::ids::{Answer, Id};
 
 /// Which field of the effect the reply is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +148,9 @@ struct Rider {
     at_ms: i64,
     /// What the effect that carried the id said the reply is.
     sent: Option<Answer>,
+    /// The id as the running command's own argument (null when the id
+    /// came from elsewhere): what the effect passes on by reference.
+    arg: *mut raw::RedisModuleString,
 }
 
 thread_local! {
@@ -180,18 +186,26 @@ impl Drop for Boarded {
 /// Before a request's body: its id is the running one, and may ride on
 /// the effect the body sends when its reply has a `rule`.
 pub fn board(tag: Tag, rule: Option<Rule>, at_ms: i64) -> Boarded {
-    board_as(tag, rule, false, at_ms)
+    board_as(tag, rule, (false, std::ptr::null_mut()), at_ms)
 }
 
 /// `board`, for a request that replicates as itself when its effect is
-/// its own (`verbatim`).
-pub fn board_as(tag: Tag, rule: Option<Rule>, verbatim: bool, at_ms: i64) -> Boarded {
+/// its own (`verbatim`), whose id is its argument `arg` (Redis' argv
+/// string: alive while the command runs, and the rider alights before it
+/// returns).
+pub fn board_as(
+    tag: Tag,
+    rule: Option<Rule>,
+    (verbatim, arg): (bool, *mut raw::RedisModuleString),
+    at_ms: i64,
+) -> Boarded {
     Boarded(set_rider(Some(Rider {
         tag,
         rule,
         verbatim,
         at_ms,
         sent: None,
+        arg,
     })))
 }
 
@@ -228,41 +242,45 @@ pub fn aboard() -> bool {
     })
 }
 
-/// What an effect read from its `ID` word: the id, when, the print and
-/// the rule.
+/// What an effect read from its tail: the id, when, the print and the
+/// rule.
 pub struct Tail {
-    pub id: crate::core::ids::Id,
+    pub id: Id,
     pub at_ms: i64,
     pub print: u64,
     pub rule: Rule,
 }
 
-/// The longest packed word: two 20-digit numbers, the longest rule, three
-/// colons and the longest id.
-const PACKED_MAX: usize = 20 + 20 + 7 + 3 + crate::core::ids::MAX_ID_LEN;
+/// The longest prefix: two 20-digit numbers, the longest rule and two
+/// colons. At most 44 bytes, so Redis makes it one embedded string (one
+/// allocation, where a longer word takes two).
+const PREFIX_MAX: usize = 20 + 20 + 7 + 2;
 
-/// `at-ms:print:rule:request-id`, the one word after `ID` (the id last: it
-/// may hold colons), made on the stack: an effect is sent on every request.
+/// A tail about to be sent: `ID at-ms:print:rule request-id`. The prefix
+/// is made on the stack (an effect is sent on every request); the id goes
+/// as its own word, so that it is the command's own argument, which Redis
+/// passes on by reference, not a copy.
 pub struct Packed {
-    buf: [u8; PACKED_MAX],
+    buf: [u8; PREFIX_MAX],
     len: usize,
+    id: Id,
+    arg: *mut raw::RedisModuleString,
 }
 
 impl Packed {
-    fn new(at_ms: i64, print: u64, rule: Rule, id: &[u8]) -> Packed {
+    fn new(at_ms: i64, print: u64, rule: Rule, id: &Id) -> Packed {
         let mut p = Packed {
-            buf: [0; PACKED_MAX],
+            buf: [0; PREFIX_MAX],
             len: 0,
+            id: id.clone(),
+            arg: std::ptr::null_mut(),
         };
         let mut digits = itoa::Buffer::new();
         p.push(digits.format(at_ms).as_bytes());
-        p.colon();
+        p.push(b":");
         p.push(digits.format(print).as_bytes());
-        p.colon();
+        p.push(b":");
         p.push(rule.word().to_bytes());
-        p.colon();
-        // An id is at most MAX_ID_LEN (checked when it came in): fits.
-        p.push(id);
         p
     }
 
@@ -274,16 +292,18 @@ impl Packed {
         }
     }
 
-    #[inline]
-    fn colon(&mut self) {
-        if let Some(b) = self.buf.get_mut(self.len) {
-            *b = b':';
-            self.len += 1;
-        }
+    /// `at-ms:print:rule`.
+    pub fn prefix(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+    pub fn id(&self) -> &[u8] {
+        &self.id
+    }
+
+    /// The id as the running command's argument, if it is one (else null).
+    pub fn arg(&self) -> *mut raw::RedisModuleString {
+        self.arg
     }
 }
 
@@ -324,7 +344,8 @@ fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Rid
         if rider.verbatim {
             return Ride::Sent;
         }
-        let tail = Packed::new(rider.at_ms, rider.tag.print, rule, &rider.tag.id);
+        let mut tail = Packed::new(rider.at_ms, rider.tag.print, rule, &rider.tag.id);
+        tail.arg = rider.arg;
         Ride::Effect(Some(tail))
     });
     if let Ride::Sent = ride {
@@ -347,21 +368,44 @@ pub fn aside<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The words an state command takes after its own: `ID packed`.
-pub const TAIL_WORDS: usize = 2;
+/// Where a state command's tail starts, if it has one: `ID
+/// at-ms:print:rule request-id`, or the single word `ID
+/// at-ms:print:rule:request-id` that padlock sent before 2026-12-07 (an
+/// AOF may still hold it). A kind's own words never read `ID` in either
+/// place: the word before its last is a number, and a prefix holds colons.
+pub fn tail_start(args: &[RedisString], own_min: usize) -> Option<usize> {
+    let is_id = |at: usize| args[at].bytes().eq_ignore_ascii_case(b"ID");
+    [2, 3]
+        .into_iter()
+        .filter_map(|words| args.len().checked_sub(words))
+        .find(|&at| at >= own_min && is_id(at))
+}
 
-/// Reads a tail (`args` are its words).
+/// Reads a tail (`args` are its words, `ID` first).
 pub fn parse(args: &[RedisString]) -> Result<Tail, Error> {
-    let [id_t, packed] = args else {
-        return Err(Error::Syntax);
+    let (id_t, prefix, id) = match args {
+        [id_t, packed] => {
+            // The id is last: it may hold colons.
+            let p = packed.bytes();
+            let cut = (0..3).try_fold(0, |from, _| {
+                p[from..]
+                    .iter()
+                    .position(|&b| b == b':')
+                    .map(|i| from + i + 1)
+            });
+            let Some(cut) = cut else {
+                return Err(Error::Syntax);
+            };
+            (id_t, &p[..cut - 1], &p[cut..])
+        }
+        [id_t, prefix, id] => (id_t, prefix.bytes(), id.bytes()),
+        _ => return Err(Error::Syntax),
     };
     if !id_t.bytes().eq_ignore_ascii_case(b"ID") {
         return Err(Error::Syntax);
     }
-    let mut parts = packed.bytes().splitn(4, |&b| b == b':');
-    let (Some(at), Some(print), Some(rule), Some(id)) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let mut parts = prefix.splitn(3, |&b| b == b':');
+    let (Some(at), Some(print), Some(rule)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(Error::Syntax);
     };
     if !crate::core::ids::valid_id(id) {
@@ -389,22 +433,27 @@ mod tests {
 
     #[test]
     fn packs_as_the_decimal_words_it_always_was() {
-        let id = [b'x'; crate::core::ids::MAX_ID_LEN];
+        let long = [b'x'; crate::core::ids::MAX_ID_LEN];
         for at in [0, 9, 10, 1_764_620_000_123, -5, i64::MIN, i64::MAX] {
             for print in [0, 1, 99, 100, u64::MAX] {
                 for rule in [Rule::Fence, Rule::Holds, Rule::Permits] {
-                    for id in [&b"r:1"[..], b"a:b:c", &id] {
-                        let want = [
-                            format!("{at}:{print}:").as_bytes(),
-                            rule.word().to_bytes(),
-                            b":",
-                            id,
-                        ]
-                        .concat();
-                        assert_eq!(Packed::new(at, print, rule, id).as_bytes(), &want[..]);
+                    for id in [&b"r:1"[..], b"a:b:c", &long] {
+                        let want =
+                            [format!("{at}:{print}:").as_bytes(), rule.word().to_bytes()].concat();
+                        let p = Packed::new(at, print, rule, &Id::from(id));
+                        assert_eq!(p.prefix(), &want[..]);
+                        assert_eq!(p.id(), id);
                     }
                 }
             }
         }
+        // What a usual request sends is one embedded string in Redis.
+        let p = Packed::new(
+            1_764_620_000_123,
+            u64::MAX,
+            Rule::Permits,
+            &Id::from(&b"r"[..]),
+        );
+        assert!(p.prefix().len() <= 44);
     }
 }

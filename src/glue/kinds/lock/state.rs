@@ -94,10 +94,11 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     // and buffers live until the call returns.
     replicate_with_tail!(
         ctx,
+        m,
         tail,
         Lock::INFO.state_command.as_ptr(),
         c"sssbb",
-        c"sssbbsb",
+        c"sssbbsbs",
         key.inner,
         h,
         c,
@@ -145,10 +146,11 @@ pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
     let zero = m.count(0);
     replicate_with_tail!(
         ctx,
+        m,
         Some(t),
         Lock::INFO.state_command.as_ptr(),
         c"sssss",
-        c"ssssssb",
+        c"ssssssbs",
         key.inner,
         h,
         zero,

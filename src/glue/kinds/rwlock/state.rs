@@ -69,10 +69,11 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     );
     replicate_with_tail!(
         ctx,
+        m,
         tail,
         RwLock::INFO.state_command.as_ptr(),
         c"ssssbb",
-        c"ssssbbsb",
+        c"ssssbbsbs",
         key.inner,
         h,
         r,

@@ -62,10 +62,11 @@ pub fn sem_set(
     let (dp, dl) = digits(&mut d, deadline_ms);
     replicate_with_tail!(
         ctx,
+        m,
         tail,
         Semaphore::INFO.state_command.as_ptr(),
         c"ssssb",
-        c"ssssbsb",
+        c"ssssbsbs",
         key.inner,
         h,
         l,
