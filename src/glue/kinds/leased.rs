@@ -47,7 +47,7 @@ struct Changed<'h, V: Leased> {
 impl<V: Leased> Write for Changed<'_, V> {
     fn write(self, ctx: &Context, name: &RedisString, key: &mut Key) {
         if !self.expired.is_empty() {
-            crate::glue::requests::piggy::aside(|| {
+            crate::glue::requests::rider::aside(|| {
                 for e in &self.expired {
                     V::replicate(ctx, name, e);
                 }

@@ -16,7 +16,7 @@ use crate::core::ids::Address;
 use crate::core::stored::Invalid;
 use crate::glue::config::limits;
 use crate::glue::requests::piggy::{self, Fields};
-use crate::glue::requests::{self, Tag};
+use crate::glue::requests::{self, rider, Tag};
 use crate::glue::types::Value;
 
 /// A kind's state command.
@@ -72,14 +72,12 @@ fn with_id<'a, K: SetState>(
         id,
         print,
     };
-    let tag = {
-        let _boarded = piggy::board(tag, Some(rule), at_ms);
+    {
+        let _boarded = rider::board(&tag, Some(rule), at_ms);
         K::apply(ctx, own)?;
-        piggy::alight()
-    };
-    if let Some((tag, _)) = tag {
-        requests::rode_in(ctx, tag, answer, at_ms);
+        rider::alight();
     }
+    requests::rode_in(ctx, tag, answer, at_ms);
     Ok(own)
 }
 

@@ -10,6 +10,8 @@ mod memory;
 pub mod piggy;
 mod prune;
 pub mod rdb;
+pub mod rider;
+mod rule;
 pub mod saved;
 
 pub use memory::{bounds, with};
@@ -208,15 +210,15 @@ pub fn run(
     let rule = matches!(ids, Ids::After(_))
         .then(|| piggy::Rule::of(name))
         .flatten();
-    let (result, back) = {
+    let (result, rode) = {
         let arg =
             s.id.and_then(|i| full.get(i))
                 .map_or(std::ptr::null_mut(), |a| a.inner);
-        let _boarded = piggy::board_as(tag, rule, (piggy::verbatim(name), arg), at_ms);
+        let _boarded = rider::board_as(&tag, rule, (piggy::verbatim(name), arg), at_ms);
         let result = body(ctx, args);
-        (result, piggy::alight())
+        (result, rider::alight())
     };
-    if let (Ok(v), Some((tag, rode))) = (&result, back) {
+    if let Ok(v) = &result {
         if let Some(answer) = to_answer(v) {
             // Replicated already when it rode on the effect, and right.
             let sent = rode.as_ref() == Some(&answer);
@@ -229,7 +231,7 @@ pub fn run(
 /// The id of the command running now (`waiting::wait` queues it with the
 /// waiter).
 pub fn current() -> Option<Rc<Tag>> {
-    piggy::running()
+    rider::running()
 }
 
 /// A queued request with an id was granted: remembered as applied, so a
@@ -258,9 +260,9 @@ pub fn riding<R>(
     let (Some(tag), Some(rule)) = (tag, rule) else {
         return (f(), None);
     };
-    let _boarded = piggy::board((**tag).clone(), Some(rule), at_ms);
+    let _boarded = rider::board(tag, Some(rule), at_ms);
     let r = f();
-    let rode = piggy::alight().and_then(|(_, sent)| sent);
+    let rode = rider::alight();
     (r, rode)
 }
 

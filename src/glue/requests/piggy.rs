@@ -12,71 +12,13 @@
 //! fields (multi-key ones, a wait granted later) sends `PADLOCK.REQUESTID`
 //! instead (`saved`).
 
-use std::cell::RefCell;
-use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
 use redis_module::{raw, Context, RedisString};
 
-use super::Tag;
+use super::rider;
+pub use super::rule::{Fields, Rule};
 use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
-use crate::core::ids::{Answer, Id};
-
-/// Which field of the effect the reply is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule {
-    Fence,
-    Count,
-    Permits,
-    Holds,
-    One,
-}
-
-impl Rule {
-    /// The rule of a command's reply, by its name in lower case; None: not
-    /// one of its effect's fields.
-    pub fn of(command: &[u8]) -> Option<Rule> {
-        const RULES: [(&[u8], Rule); 10] = [
-            (b"lock.acquire", Rule::Fence),
-            (b"rwlock.acquire", Rule::Fence),
-            (b"lock.reenter", Rule::Count),
-            (b"lock.release", Rule::Count),
-            (b"sem.acquire", Rule::Permits),
-            (b"sem.release", Rule::Permits),
-            (b"rwlock.release", Rule::Holds),
-            (b"lock.extend", Rule::One),
-            (b"sem.extend", Rule::One),
-            (b"rwlock.extend", Rule::One),
-        ];
-        RULES
-            .iter()
-            .find(|(name, _)| *name == command)
-            .map(|(_, r)| *r)
-    }
-
-    pub fn word(self) -> &'static CStr {
-        match self {
-            Rule::Fence => c"fence",
-            Rule::Count => c"count",
-            Rule::Permits => c"permits",
-            Rule::Holds => c"holds",
-            Rule::One => c"one",
-        }
-    }
-
-    fn parse(word: &[u8]) -> Option<Rule> {
-        [
-            Rule::Fence,
-            Rule::Count,
-            Rule::Permits,
-            Rule::Holds,
-            Rule::One,
-        ]
-        .into_iter()
-        .find(|r| r.word().to_bytes().eq_ignore_ascii_case(word))
-    }
-}
+use crate::core::ids::Id;
 
 /// Whether a request replicates as itself (`RM_ReplicateVerbatim`) rather
 /// than as its effect with its id riding on it. A command qualifies when
@@ -99,147 +41,6 @@ pub fn verbatim(command: &[u8]) -> bool {
         command,
         b"lock.release" | b"sem.release" | b"rwlock.release"
     )
-}
-
-/// Whether the running request is one the master sent as itself (or the
-/// AOF holds as itself), running again here: it then must read no clock,
-/// as an effect would not. Cheap off that path: a flags call only with a
-/// verbatim request aboard.
-pub fn runs_again(ctx: &Context) -> bool {
-    let verbatim = BOARDED.load(Relaxed)
-        && RIDER.with(|r| {
-            r.try_borrow()
-                .is_ok_and(|r| r.as_ref().is_some_and(|x| x.verbatim))
-        });
-    verbatim
-        && ctx.get_flags().intersects(
-            redis_module::ContextFlags::REPLICATED | redis_module::ContextFlags::LOADING,
-        )
-}
-
-/// An effect's fields, as a kind names them for the rules.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Fields {
-    pub fence: u64,
-    pub count: u64,
-    pub reads: u64,
-    pub writes: u64,
-}
-
-impl Fields {
-    pub fn answer(&self, rule: Rule) -> Answer {
-        let i = |v: u64| v as i64;
-        match rule {
-            Rule::Fence => Answer::Int(i(self.fence)),
-            Rule::Count | Rule::Permits => Answer::Int(i(self.count)),
-            Rule::Holds => Answer::Ints(Box::new([i(self.reads), i(self.writes)])),
-            Rule::One => Answer::Int(1),
-        }
-    }
-}
-
-/// The running request's id, while its body runs: what a wait it queues
-/// carries, and, with a rule, what its effect carries.
-struct Rider {
-    tag: Tag,
-    rule: Option<Rule>,
-    /// The request replicates as itself (`verbatim`).
-    verbatim: bool,
-    at_ms: i64,
-    /// What the effect that carried the id said the reply is.
-    sent: Option<Answer>,
-    /// The id as the running command's own argument (null when the id
-    /// came from elsewhere): what the effect passes on by reference.
-    arg: *mut raw::RedisModuleString,
-}
-
-thread_local! {
-    static RIDER: RefCell<Option<Rider>> = const { RefCell::new(None) };
-}
-
-/// Whether RIDER is set, in a plain static: every lease written asks
-/// (`ride`), and without `ID` none is aboard (a thread-local read is a
-/// call in a cdylib). Main thread only.
-static BOARDED: AtomicBool = AtomicBool::new(false);
-
-fn set_rider(r: Option<Rider>) -> Option<Rider> {
-    BOARDED.store(r.is_some(), Relaxed);
-    RIDER.replace(r)
-}
-
-/// Gives the rider's place back to whatever ran before, however the body
-/// ended.
-pub struct Boarded(Option<Rider>);
-
-impl Drop for Boarded {
-    fn drop(&mut self) {
-        // Nothing to give back once the rider alighted and none ran
-        // before (every request but one inside another's grant): the
-        // thread-local is left alone.
-        if self.0.is_none() && !BOARDED.load(Relaxed) {
-            return;
-        }
-        set_rider(self.0.take());
-    }
-}
-
-/// Before a request's body: its id is the running one, and may ride on
-/// the effect the body sends when its reply has a `rule`.
-pub fn board(tag: Tag, rule: Option<Rule>, at_ms: i64) -> Boarded {
-    board_as(tag, rule, (false, std::ptr::null_mut()), at_ms)
-}
-
-/// `board`, for a request that replicates as itself when its effect is
-/// its own (`verbatim`), whose id is its argument `arg` (Redis' argv
-/// string: alive while the command runs, and the rider alights before it
-/// returns).
-pub fn board_as(
-    tag: Tag,
-    rule: Option<Rule>,
-    (verbatim, arg): (bool, *mut raw::RedisModuleString),
-    at_ms: i64,
-) -> Boarded {
-    Boarded(set_rider(Some(Rider {
-        tag,
-        rule,
-        verbatim,
-        at_ms,
-        sent: None,
-        arg,
-    })))
-}
-
-/// After the body (before the guard goes): the tag back, and what the
-/// effect that carried it answered, if one did.
-pub fn alight() -> Option<(Tag, Option<Answer>)> {
-    set_rider(None).map(|r| (r.tag, r.sent))
-}
-
-/// The running request's id, for a wait it queues.
-pub fn running() -> Option<std::rc::Rc<Tag>> {
-    if !BOARDED.load(Relaxed) {
-        return None;
-    }
-    RIDER.with(|r| {
-        r.try_borrow()
-            .ok()?
-            .as_ref()
-            .map(|x| std::rc::Rc::new(x.tag.clone()))
-    })
-}
-
-/// Whether a request-id waits for its effect now (cheap: the free path
-/// reads its holder only then).
-pub fn aboard() -> bool {
-    if !BOARDED.load(Relaxed) {
-        return false;
-    }
-    RIDER.with(|r| {
-        r.try_borrow().is_ok_and(|r| {
-            r.as_ref()
-                .is_some_and(|x| x.rule.is_some() && x.sent.is_none())
-        })
-    })
 }
 
 /// What an effect read from its tail: the id, when, the print and the
@@ -320,52 +121,37 @@ pub enum Ride {
 /// `Sent` when that request replicated as itself instead.
 #[inline]
 pub fn ride(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
-    if !BOARDED.load(Relaxed) {
+    if !rider::boarded() {
         return Ride::Effect(None);
     }
     ride_boarded(ctx, key, holder, fields)
 }
 
 fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
-    let ride = RIDER.with(|r| {
-        let Ok(mut r) = r.try_borrow_mut() else {
+    let ride = rider::with(|rider| {
+        let Some(rule) = rider.rule.filter(|_| rider.sent.is_none()) else {
             return Ride::Effect(None);
         };
-        let Some(rider) = r.as_mut().filter(|x| x.sent.is_none()) else {
-            return Ride::Effect(None);
-        };
-        let Some(rule) = rider.rule else {
-            return Ride::Effect(None);
-        };
-        if *rider.tag.at.key != *key || *rider.tag.at.holder != *holder {
+        let tag = rider.tag();
+        if *tag.at.key != *key || *tag.at.holder != *holder {
             return Ride::Effect(None);
         }
-        rider.sent = Some(fields.answer(rule));
-        if rider.verbatim {
-            return Ride::Sent;
-        }
-        let mut tail = Packed::new(rider.at_ms, rider.tag.print, rule, &rider.tag.id);
-        tail.arg = rider.arg;
-        Ride::Effect(Some(tail))
-    });
+        let ride = if rider.verbatim {
+            Ride::Sent
+        } else {
+            let mut tail = Packed::new(rider.at_ms, tag.print, rule, &tag.id);
+            tail.arg = rider.arg;
+            Ride::Effect(Some(tail))
+        };
+        rider.sent = Some(fields);
+        ride
+    })
+    .unwrap_or(Ride::Effect(None));
     if let Ride::Sent = ride {
         // SAFETY: a command's context; Redis copies the argv it holds.
         unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.ctx) };
     }
     ride
-}
-
-/// Runs `f` with no request aboard: the effects it sends are not the
-/// running request's. A holder removed because its lease ran out comes
-/// before the request decides anything, and may be the request's own
-/// holder (whose request is then refused): its removal must go as that,
-/// neither carrying the request's id nor standing in for the request.
-pub fn aside<R>(f: impl FnOnce() -> R) -> R {
-    if !BOARDED.load(Relaxed) {
-        return f();
-    }
-    let _back = Boarded(set_rider(None));
-    f()
 }
 
 /// Where a state command's tail starts, if it has one: `ID

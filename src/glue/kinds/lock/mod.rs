@@ -72,7 +72,7 @@ impl Write for Effect {
                     Lock::INFO.holds.held(since, percentiles::now_ms());
                 }
                 // The holder only when a request-id may ride on the effect.
-                let holder = piggy::aboard()
+                let holder = crate::glue::requests::rider::aboard()
                     .then(|| key.value::<Lock>().ok().flatten().map(|l| l.holder.clone()))
                     .flatten();
                 key.delete();

@@ -114,7 +114,7 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
 /// about half the bytes of the whole value and without running a module
 /// command there. The whole value when a request-id may ride on the effect.
 pub fn lock_expire(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    if piggy::aboard() {
+    if crate::glue::requests::rider::aboard() {
         return lock_set(ctx, key, lock, deadline_ms);
     }
     let mut d = itoa::Buffer::new();

@@ -14,7 +14,6 @@ use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::rwlock as kind;
-use crate::glue::requests::piggy;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
 use crate::glue::waiting::{self, Attempt};
@@ -92,7 +91,7 @@ fn acquire_bound(
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = crate::core::rwlock::args::rw_release(&args[1..], &limits())?;
     // Sent as itself by the master: its other holders are the master's.
-    let now = (!piggy::runs_again(ctx)).then(now_ms);
+    let now = (!crate::glue::requests::rider::runs_again(ctx)).then(now_ms);
     let (reads, writes) = kind::release(ctx, req.key, req.holder, req.mode, None, now)?;
     Ok(RedisValue::Array(vec![
         RedisValue::Integer(reads as i64),

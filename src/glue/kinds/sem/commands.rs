@@ -13,7 +13,6 @@ use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
 use crate::glue::kinds::sem as kind;
-use crate::glue::requests::piggy;
 use crate::glue::server::{map, now_ms};
 use crate::glue::types::Value;
 use crate::glue::waiting;
@@ -82,7 +81,7 @@ fn acquire_bound(
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = crate::core::semaphore::args::sem_release(&args[1..], &limits())?;
     // Sent as itself by the master: its other holders are the master's.
-    let now = (!piggy::runs_again(ctx)).then(now_ms);
+    let now = (!crate::glue::requests::rider::runs_again(ctx)).then(now_ms);
     let left = kind::release(ctx, req.key, req.holder, req.permits, now)?;
     Ok(RedisValue::Integer(left as i64))
 }
