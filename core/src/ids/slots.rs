@@ -127,6 +127,19 @@ impl<T> Recent<T> {
     }
 
     pub fn push_back(&mut self, t: T) {
+        // The common cases in place: taking the whole container out and
+        // back moved both inline slots.
+        let t = match self {
+            Recent::None => {
+                *self = Recent::One(t);
+                return;
+            }
+            Recent::Many(v) => {
+                v.push_back(t);
+                return;
+            }
+            _ => t,
+        };
         *self = match std::mem::take(self) {
             Recent::None => Recent::One(t),
             Recent::One(a) => Recent::Two(a, t),

@@ -107,12 +107,17 @@ fn names(ids: Ids, args: &[RedisString]) -> Option<(&[u8], &[u8])> {
 /// a resend may wait less; `MAILBOX mailbox-key`, a resend may wait on a
 /// connection or another mailbox), hashed; the name in lower case.
 fn print_of(args: &[RedisString], name: &[u8], s: &Spots) -> u64 {
-    let skip = |i: usize| {
-        Some(i) == s.id
-            || Some(i + 1) == s.id
-            || Some(i) == s.block
-            || Some(i) == s.mailbox
-            || Some(i + 1) == s.mailbox
+    let before = |at: Option<usize>| at.and_then(|i| i.checked_sub(1));
+    let left_out = [s.id, before(s.id), s.block, s.mailbox, before(s.mailbox)];
+    // As a bit per argument where they fit (every single-key command).
+    let mask = left_out
+        .iter()
+        .flatten()
+        .filter(|&&i| i < 64)
+        .fold(0u64, |m, &i| m | 1 << i);
+    let skip = |i: usize| match i {
+        0..64 => mask >> i & 1 == 1,
+        _ => left_out.contains(&Some(i)),
     };
     let rest = args
         .iter()
