@@ -11,16 +11,17 @@
 //! still held" is the glue's answer.
 
 mod id;
+mod names;
 mod order;
 mod reading;
 mod request;
 mod slots;
 
-use std::rc::Rc;
-
 use super::error::Error;
 use super::hash::Map;
 pub use id::Id;
+pub use names::Names;
+use names::{HolderPart, KeyPart};
 use order::Order;
 pub use request::{print, spots, valid_id, Spots};
 use slots::{Holders, Recent};
@@ -31,14 +32,30 @@ pub const MAX_ID_LEN: usize = 64;
 /// Nodes `due` places again per call.
 const REPLACE: usize = 64;
 
-/// Where requests applied: one group of remembered ids. Shared strings:
+/// Where requests applied: one group of remembered ids. Shared names:
 /// the group's maps, its place in the due order and a queued request's tag
 /// all hold the same ones.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Address {
     pub db: i32,
-    pub key: Rc<[u8]>,
-    pub holder: Rc<[u8]>,
+    pub names: Names,
+}
+
+impl Address {
+    pub fn new(db: i32, key: &[u8], holder: &[u8]) -> Address {
+        Address {
+            db,
+            names: Names::new(key, holder),
+        }
+    }
+
+    pub fn key(&self) -> &[u8] {
+        self.names.key()
+    }
+
+    pub fn holder(&self) -> &[u8] {
+        self.names.holder()
+    }
 }
 
 /// A reply worth remembering: every changing command answers an integer
@@ -81,11 +98,8 @@ pub struct Bounds {
     pub per_holder: usize,
 }
 
-/// A group's key and holder, shared with its maps.
-pub type Names = (Rc<[u8]>, Rc<[u8]>);
-
 /// A database's groups, by key and holder.
-type Keys = Map<Rc<[u8]>, Holders<Group>>;
+type Keys = Map<KeyPart, Holders<Group>>;
 
 /// Every group, and the order in which they come due.
 #[derive(Debug, Default)]
@@ -140,22 +154,22 @@ pub enum Found<'a> {
 
 impl Memory {
     fn group(&self, at: &Address) -> Option<&Group> {
-        self.groups.get(&at.db)?.get(&at.key)?.get(&at.holder)
+        self.groups.get(&at.db)?.get(at.key())?.get(at.holder())
     }
 
     fn group_mut(&mut self, at: &Address) -> Option<&mut Group> {
         self.groups
             .get_mut(&at.db)?
-            .get_mut(&at.key)?
-            .get_mut(&at.holder)
+            .get_mut(at.key())?
+            .get_mut(at.holder())
     }
 
     fn take_group(&mut self, at: &Address) -> Option<Group> {
         let keys = self.groups.get_mut(&at.db)?;
-        let (g, none_left) = keys.get_mut(&at.key)?.remove(&at.holder);
+        let (g, none_left) = keys.get_mut(at.key())?.remove(at.holder());
         let g = g?;
         if none_left {
-            keys.remove(&at.key);
+            keys.remove(at.key());
             if keys.is_empty() {
                 self.groups.remove(&at.db);
             }
@@ -165,7 +179,7 @@ impl Memory {
     }
 
     pub fn find(&self, at: &Address, id: &[u8], print: u64) -> Found<'_> {
-        self.lookup(at.db, (&at.key, &at.holder), id, print).0
+        self.lookup(at.db, (at.key(), at.holder()), id, print).0
     }
 
     /// `find` by borrowed names, with the group's own shared names when it
@@ -180,9 +194,8 @@ impl Memory {
         let named = self
             .groups
             .get(&db)
-            .and_then(|keys| keys.get_key_value(key))
-            .and_then(|(k, holders)| Some((k, holders.get_named(holder)?)));
-        let Some((k, (h, g))) = named else {
+            .and_then(|keys| keys.get(key)?.get_named(holder));
+        let Some((h, g)) = named else {
             return (Found::New, None);
         };
         let found = match g.ids.iter().rev().find(|r| *r.id == *id) {
@@ -190,7 +203,7 @@ impl Memory {
             Some(r) if r.print == print => Found::Replay(&r.answer),
             Some(_) => Found::Other,
         };
-        (found, Some((Rc::clone(k), Rc::clone(h))))
+        (found, Some(h.0.clone()))
     }
 
     /// Remembers an applied request (a newer one with the same id replaces
@@ -200,9 +213,9 @@ impl Memory {
         use std::collections::hash_map::Entry;
         let due = r.at_ms.saturating_add(b.memory_ms);
         let keys = self.groups.entry(at.db).or_default();
-        let (g, new) = match keys.entry(Rc::clone(&at.key)) {
-            Entry::Occupied(o) => o.into_mut().entry(&at.holder),
-            Entry::Vacant(v) => match v.insert(Holders::new(Rc::clone(&at.holder))) {
+        let (g, new) = match keys.entry(KeyPart(at.names.clone())) {
+            Entry::Occupied(o) => o.into_mut().entry(&HolderPart(at.names.clone())),
+            Entry::Vacant(v) => match v.insert(Holders::new(HolderPart(at.names.clone()))) {
                 Holders::One(_, g) => (g, true),
                 Holders::Many(_) => unreachable!("a new key has one holder"),
             },
@@ -349,26 +362,16 @@ impl Memory {
     /// each from its latest request, so `max-remembered-ids` bounds them
     /// as it bounds those a release freed.
     pub fn key_gone(&mut self, db: i32, key: &[u8]) {
-        let Some((name, holders)) = self.groups.get(&db).and_then(|k| k.get_key_value(key)) else {
+        let Some(holders) = self.groups.get(&db).and_then(|k| k.get(key)) else {
             return;
         };
-        let name = Rc::clone(name);
-        let open: Vec<(Rc<[u8]>, i64)> = holders
+        let open: Vec<(Names, i64)> = holders
             .iter()
             .filter(|(_, g)| g.freed.is_none())
-            .map(|(h, g)| {
-                (
-                    Rc::clone(h),
-                    g.ids.iter().next_back().map_or(0, |r| r.at_ms),
-                )
-            })
+            .map(|(h, g)| (h.0.clone(), g.ids.iter().next_back().map_or(0, |r| r.at_ms)))
             .collect();
-        for (holder, at_ms) in open {
-            let at = Address {
-                db,
-                key: Rc::clone(&name),
-                holder,
-            };
+        for (names, at_ms) in open {
+            let at = Address { db, names };
             let slot = self.freed.insert(at_ms, at.clone()).0;
             if let Some(g) = self.group_mut(&at) {
                 g.freed = Some(slot);

@@ -24,6 +24,6 @@ impl Memory {
             .and_then(|keys| keys.get(key))
             .into_iter()
             .flat_map(|holders| holders.iter())
-            .flat_map(|(h, g)| g.ids.iter().map(move |r| (&**h, r)))
+            .flat_map(|(h, g)| g.ids.iter().map(move |r| (h.0.holder(), r)))
     }
 }

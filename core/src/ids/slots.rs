@@ -5,48 +5,48 @@
 //! only of its strings.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
 
 use super::super::hash::Map;
+use super::names::HolderPart;
 
 /// The groups of one key, by holder: one inline until a second holder comes.
 #[derive(Debug)]
 pub enum Holders<G> {
-    One(Rc<[u8]>, G),
-    Many(Map<Rc<[u8]>, G>),
+    One(HolderPart, G),
+    Many(Map<HolderPart, G>),
 }
 
 impl<G: Default> Holders<G> {
-    pub fn new(holder: Rc<[u8]>) -> Self {
+    pub fn new(holder: HolderPart) -> Self {
         Holders::One(holder, G::default())
     }
 
     pub fn get(&self, holder: &[u8]) -> Option<&G> {
         match self {
-            Holders::One(h, g) => (**h == *holder).then_some(g),
+            Holders::One(h, g) => (h.0.holder() == holder).then_some(g),
             Holders::Many(m) => m.get(holder),
         }
     }
 
-    /// The holder's group with the holder's shared name.
-    pub fn get_named(&self, holder: &[u8]) -> Option<(&Rc<[u8]>, &G)> {
+    /// The holder's group with the holder's shared names.
+    pub fn get_named(&self, holder: &[u8]) -> Option<(&HolderPart, &G)> {
         match self {
-            Holders::One(h, g) => (**h == *holder).then_some((h, g)),
+            Holders::One(h, g) => (h.0.holder() == holder).then_some((h, g)),
             Holders::Many(m) => m.get_key_value(holder),
         }
     }
 
     pub fn get_mut(&mut self, holder: &[u8]) -> Option<&mut G> {
         match self {
-            Holders::One(h, g) => (**h == *holder).then_some(g),
+            Holders::One(h, g) => (h.0.holder() == holder).then_some(g),
             Holders::Many(m) => m.get_mut(holder),
         }
     }
 
     /// The holder's group, made if new (and then `true`).
-    pub fn entry(&mut self, holder: &Rc<[u8]>) -> (&mut G, bool) {
+    pub fn entry(&mut self, holder: &HolderPart) -> (&mut G, bool) {
         if let Holders::One(h, _) = self {
-            if **h != **holder {
+            if h != holder {
                 let Holders::One(h, g) = std::mem::replace(self, Holders::Many(Map::default()))
                 else {
                     unreachable!("matched One above")
@@ -59,8 +59,8 @@ impl<G: Default> Holders<G> {
         match self {
             Holders::One(_, g) => (g, false),
             Holders::Many(m) => {
-                let new = !m.contains_key(&**holder);
-                (m.entry(Rc::clone(holder)).or_default(), new)
+                let new = !m.contains_key(holder.0.holder());
+                (m.entry(holder.clone()).or_default(), new)
             }
         }
     }
@@ -68,7 +68,7 @@ impl<G: Default> Holders<G> {
     /// Takes the holder's group out; `true` beside it when none is left.
     pub fn remove(&mut self, holder: &[u8]) -> (Option<G>, bool) {
         match self {
-            Holders::One(h, _) if **h == *holder => {
+            Holders::One(h, _) if h.0.holder() == holder => {
                 let Holders::One(_, g) = std::mem::replace(self, Holders::Many(Map::default()))
                 else {
                     unreachable!("matched One above")
@@ -83,7 +83,7 @@ impl<G: Default> Holders<G> {
         }
     }
 
-    pub fn iter(&self) -> Box<dyn Iterator<Item = (&Rc<[u8]>, &G)> + '_> {
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&HolderPart, &G)> + '_> {
         match self {
             Holders::One(h, g) => Box::new(std::iter::once((h, g))),
             Holders::Many(m) => Box::new(m.iter()),

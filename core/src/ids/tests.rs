@@ -2,11 +2,7 @@ use super::*;
 use proptest::prelude::*;
 
 fn at(key: &str, holder: &str) -> Address {
-    Address {
-        db: 0,
-        key: key.as_bytes().into(),
-        holder: holder.as_bytes().into(),
-    }
+    Address::new(0, key.as_bytes(), holder.as_bytes())
 }
 
 fn r(id: &str, print: u64, v: i64, at_ms: i64) -> Remembered {
@@ -257,8 +253,8 @@ proptest! {
                     .collect();
                 let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
                     .iter()
-                    .filter(|(a, _)| *a.key == *k.to_string().as_bytes())
-                    .flat_map(|(a, v)| v.iter().map(move |x| (a.holder.to_vec(), x.to_vec())))
+                    .filter(|(a, _)| a.key() == k.to_string().as_bytes())
+                    .flat_map(|(a, v)| v.iter().map(move |x| (a.holder().to_vec(), x.to_vec())))
                     .collect();
                 by_key.sort();
                 want.sort();

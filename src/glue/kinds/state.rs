@@ -64,11 +64,11 @@ fn with_id<'a, K: SetState>(
     } = piggy::parse(tail)?;
     let answer = K::fields(own)?.answer(rule);
     let tag = Tag {
-        at: Address {
-            db: crate::glue::blocking::selected_db(ctx),
-            key: own[1].bytes().into(),
-            holder: own[2].bytes().into(),
-        },
+        at: Address::new(
+            crate::glue::blocking::selected_db(ctx),
+            own[1].bytes(),
+            own[2].bytes(),
+        ),
         id,
         print,
     };

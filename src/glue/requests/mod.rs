@@ -26,7 +26,7 @@ use super::info::bump;
 use super::server::now_ms;
 use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
-use crate::core::ids::{self, Address, Answer, Found, Id, Remembered, Spots};
+use crate::core::ids::{self, Address, Answer, Found, Id, Names, Remembered, Spots};
 
 /// Where a command's positional arguments end: `After(n)` for `key holder
 /// ...` with n of them, `AfterKeys(n)` for `numkeys key [key ...] holder
@@ -198,9 +198,9 @@ pub fn run(
         bump(&REPLAYED);
         return Ok(v);
     }
-    let (key, holder) = shared.unwrap_or_else(|| (names.0.into(), names.1.into()));
+    let names = shared.unwrap_or_else(|| Names::new(names.0, names.1));
     let tag = Tag {
-        at: Address { db, key, holder },
+        at: Address { db, names },
         id: id.into(),
         print,
     };

@@ -133,7 +133,7 @@ fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Rid
             return Ride::Effect(None);
         };
         let tag = rider.tag();
-        if *tag.at.key != *key || *tag.at.holder != *holder {
+        if tag.at.key() != key || tag.at.holder() != holder {
             return Ride::Effect(None);
         }
         let ride = if rider.verbatim {

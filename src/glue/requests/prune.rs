@@ -82,10 +82,10 @@ fn decide(ctx: &Context, at: &Address, now: i64, memory_ms: i64) {
 /// Whether the group's holder holds its key now (read, never written).
 fn holds(ctx: &Context, at: &Address, now: i64) -> bool {
     blocking::in_db(ctx, at.db, || {
-        let name = RedisString::create_from_slice(ctx.ctx, &at.key);
+        let name = RedisString::create_from_slice(ctx.ctx, at.key());
         let key = Key::read(ctx, &name);
         match key.stored() {
-            Ok(Some(v)) => v.held(now).holders().any(|h| **h == *at.holder),
+            Ok(Some(v)) => v.held(now).holders().any(|h| **h == *at.holder()),
             _ => false,
         }
     })

@@ -16,7 +16,7 @@ pub const NAME: &std::ffi::CStr = c"padlock.requestid";
 
 /// The effect's arguments, as byte strings.
 pub fn words(at: &Address, id: &[u8], r: Option<&Remembered>) -> Vec<Vec<u8>> {
-    let mut w: Vec<Vec<u8>> = vec![at.key.to_vec(), at.holder.to_vec(), id.to_vec()];
+    let mut w: Vec<Vec<u8>> = vec![at.key().to_vec(), at.holder().to_vec(), id.to_vec()];
     let Some(r) = r else {
         w.push(b"FORGET".to_vec());
         return w;
@@ -69,11 +69,7 @@ pub fn emit_for_key(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleStri
     let all: Vec<Vec<Vec<u8>>> = with(|m| {
         m.of_key(db, &name)
             .map(|(holder, r)| {
-                let at = Address {
-                    db,
-                    key: name.as_slice().into(),
-                    holder: holder.into(),
-                };
+                let at = Address::new(db, name.as_slice(), holder);
                 words(&at, &r.id, Some(r))
             })
             .collect()
@@ -102,7 +98,7 @@ pub fn emit_for_key(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleStri
 pub fn propagate_for_slots(ctx: *mut raw::RedisModuleCtx, slots: &[(u16, u16)]) {
     let all: Vec<Vec<Vec<u8>>> = with(|m| {
         m.all()
-            .filter(|(at, _)| crate::core::cluster::in_ranges(slots, &at.key))
+            .filter(|(at, _)| crate::core::cluster::in_ranges(slots, at.key()))
             .map(|(at, r)| words(at, &r.id, Some(r)))
             .collect()
     });
@@ -149,8 +145,8 @@ pub fn aux_save(rdb: *mut raw::RedisModuleIO) {
         raw::save_unsigned(rdb, m.len() as u64);
         for (at, r) in m.all() {
             raw::save_signed(rdb, i64::from(at.db));
-            raw::save_slice(rdb, &at.key);
-            raw::save_slice(rdb, &at.holder);
+            raw::save_slice(rdb, at.key());
+            raw::save_slice(rdb, at.holder());
             raw::save_slice(rdb, &r.id);
             raw::save_signed(rdb, r.at_ms);
             raw::save_unsigned(rdb, r.print);
@@ -188,11 +184,7 @@ pub fn aux_load(rdb: *mut raw::RedisModuleIO) -> Result<(), &'static str> {
         if !ids::valid_id(&id) || holder.is_empty() || holder.len() > MAX_HOLDER_LEN {
             return Err("request-id or holder of a wrong length");
         }
-        let at = Address {
-            db,
-            key: key.into(),
-            holder: holder.into(),
-        };
+        let at = Address::new(db, &key, &holder);
         let r = Remembered {
             id: id[..].into(),
             print,

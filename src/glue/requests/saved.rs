@@ -39,7 +39,7 @@ pub fn replicate(ctx: &Context, at: &Address, r: &Remembered) {
     match r.answer {
         Answer::Int(v) => crate::glue::replicate::request_id(
             ctx,
-            [&at.key, &at.holder, &r.id],
+            [at.key(), at.holder(), &r.id],
             r.at_ms,
             r.print,
             v,
@@ -58,11 +58,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let [_, key, holder, id, rest @ ..] = args else {
         return Err(Error::Arity);
     };
-    let at = Address {
-        db: blocking::selected_db(ctx),
-        key: key.bytes().into(),
-        holder: holder.bytes().into(),
-    };
+    let at = Address::new(blocking::selected_db(ctx), key.bytes(), holder.bytes());
     if !ids::valid_id(id.bytes()) {
         return Err(Error::RequestIdLength {
             max: crate::core::ids::MAX_ID_LEN,

@@ -161,7 +161,7 @@ pub fn take_place(
     }
     let (to, reply) = match mailbox {
         Some(m) => {
-            mailbox::check(ctx, &tag.at.key, m, Some(&tag.id))?;
+            mailbox::check(ctx, tag.at.key(), m, Some(&tag.id))?;
             (party(ctx, tag.at.db, m, tag), WAITING)
         }
         None => (Party::Blocked(clients::block(ctx)), RedisValue::NoReply),

@@ -64,11 +64,7 @@ pub fn cancel(ctx: &Context, key: &RedisString, holder: &[u8], rid: &[u8]) -> bo
     if state::nobody_waits() {
         return false;
     }
-    let at = Address {
-        db: blocking::selected_db(ctx),
-        key: key.as_slice().into(),
-        holder: holder.into(),
-    };
+    let at = Address::new(blocking::selected_db(ctx), key.as_slice(), holder);
     let taken = state::with(|s| {
         let id = s.by_id(&at, rid)?;
         let (keys, e) = s.take(id)?;
