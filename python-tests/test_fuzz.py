@@ -252,9 +252,18 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
         args += [effect_value(rng, now) for _ in range(arity - 3)]
         if rng.random() < 0.3:
             # A request-id riding on the effect, well formed or not.
-            # Its two forms: a prefix and the id (what padlock sends), or
-            # one packed word (what it sent before 2026-12-07).
-            if rng.random() < 0.5:
+            # Its forms: one packed word (what padlock sends), `ID` and
+            # that word (until 2026-12-07), `ID`, a prefix and the id (the
+            # builds of 2026-12-07).
+            packed = [
+                b"%d:%d:fence:r%d" % (now, rng.randrange(2**64), rng.randrange(9)),
+                b"%d:1:holds:a:b:c" % now, b"%d:1:count:" % now, b"1:2:nope:x",
+                b"x:1:one:r", b"%d:1:one:" % now + b"y" * 65, b"", b"::::", b"ID",
+            ]
+            form = rng.random()
+            if form < 0.3:
+                args += [rng.choice(packed)]
+            elif form < 0.65:
                 args += [b"ID", rng.choice([
                     b"%d:%d:fence:r%d" % (now, rng.randrange(2**64), rng.randrange(9)),
                     b"%d:1:holds:a:b:c" % now, b"%d:1:count:" % now, b"1:2:nope:x",
@@ -275,6 +284,10 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
                          rng.choice(RIDS + [b"", b"y" * 65]), effect_value(rng, now), effect_value(rng, now),
                          rng.choice([b"I", b"A", b"F", b"i"]),
                          *[effect_value(rng, now) for _ in range(rng.randrange(1, 4))]])
+    # A post's expiry is absolute and the next post to the list moves it:
+    # one well formed last, so a mailbox's survival does not hang on
+    # which random post came last.
+    cmds.append(["PADLOCK.POST", MAILBOXES[0], now + 600000, b"r1 5"])
     srv, _ = aof_server(make_server, cmds)
     r = srv.client()
     assert r.dbsize() > 0, "some effects were accepted"

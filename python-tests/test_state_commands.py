@@ -153,27 +153,30 @@ def test_aof_applies_effects_and_refuses_what_cannot_load(make_server):
     assert r.info("padlock")["padlock_last_fence"] == 2**53 - 1
 
 
-def test_aof_tails_of_both_forms_are_remembered(make_server):
-    """An effect's request-id as padlock sends it (`ID at-ms:print:rule
-    request-id`) and as it sent it before 2026-12-07 (one packed word):
-    both load from an AOF, the id remembered with the reply its effect's
-    fence says, so a resend answers that and changes nothing."""
+def test_aof_tails_of_every_form_are_remembered(make_server):
+    """An effect's request-id as padlock sends it (one word after the
+    effect's own, `at-ms:print:rule:request-id`) and as earlier builds sent
+    it (`ID` and that word; `ID at-ms:print:rule request-id`): each loads
+    from an AOF, the id remembered with the reply its effect's fence says,
+    so a resend answers that and changes nothing."""
     first = make_server(extra=["--appendonly", "yes", "--appendfsync", "always"])
     c = first.client()
-    for key in ("old", "new"):
+    keys = ("one", "marked", "split")
+    for key in keys:
         c.execute_command("LOCK.ACQUIRE", key, "h", 60000, "ID", "a:b:c")
     sent = [e for e in parse_commands(read_aof_incr(first.dir)) if e[0].upper() == b"PADLOCK.LOCKSET"]
-    assert [e[6:] for e in sent] == [[b"ID", e[7], b"a:b:c"] for e in sent], sent
-    old, new = (e[:6] for e in sent)
-    prints = [e[7] for e in sent]  # at-ms:print:fence, the request's own print
+    assert [len(e) for e in sent] == [7, 7, 7], sent
+    assert all(e[6].endswith(b":fence:a:b:c") for e in sent), sent
+    one, marked, split = sent
     first.stop()
     s, _ = aof_server(make_server, [
-        [*old, b"ID", prints[0] + b":a:b:c"],
-        [*new, b"ID", prints[1], b"a:b:c"],
+        one,
+        [*marked[:6], b"ID", marked[6]],
+        [*split[:6], b"ID", split[6].rsplit(b":a:b:c", 1)[0], b"a:b:c"],
     ])
     r = s.client()
-    assert r.info("padlock")["padlock_request_ids"] == 2
-    for e in (old, new):
+    assert r.info("padlock")["padlock_request_ids"] == 3
+    for e in (one[:6], marked[:6], split[:6]):
         key, fence = e[1].decode(), int(e[4])
         assert r.execute_command("LOCK.ACQUIRE", key, "h", 60000, "ID", "a:b:c") == fence
         assert lock_state(r, key) == (b"h", 1, fence), "a resend, not a reentry"

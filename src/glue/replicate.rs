@@ -45,10 +45,6 @@ const SMALL: usize = 64;
 static SMALL_STRINGS: [AtomicPtr<raw::RedisModuleString>; SMALL] =
     [const { AtomicPtr::new(null_mut()) }; SMALL];
 
-/// `ID`, the word before a request-id riding on an effect: made once,
-/// so each effect passes a reference instead of a new string.
-static ID_WORD: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(null_mut());
-
 /// A string padlock keeps for good, made on first use.
 fn kept(slot: &AtomicPtr<raw::RedisModuleString>, make: impl FnOnce() -> RawString) -> RawString {
     let s = slot.load(Relaxed);
@@ -58,13 +54,6 @@ fn kept(slot: &AtomicPtr<raw::RedisModuleString>, make: impl FnOnce() -> RawStri
     let s = make();
     slot.store(s, Relaxed);
     s
-}
-
-pub fn id_word() -> RawString {
-    // SAFETY: a string without a context: padlock owns it for good.
-    kept(&ID_WORD, || unsafe {
-        rm!(RedisModule_CreateString)(null_mut(), c"ID".as_ptr(), 2)
-    })
 }
 
 /// Runs a command body with its arguments known to `send`.
@@ -170,13 +159,12 @@ impl Drop for Made<'_> {
     }
 }
 
-/// Sends `cmd` with its fixed arguments `fmt`/`args...`, plus `ID
-/// at-ms:print:rule request-id` when the running request's id rides on
-/// this effect (`requests::piggy`): the id is the command's own argument
-/// when it is one, else a string `$made` makes. `$tailfmt` is `$fmt` and
-/// "sbs". (A macro: the module API is variadic.)
+/// Sends `cmd` with its fixed arguments `fmt`/`args...`, plus the word
+/// `at-ms:print:rule:request-id` when the running request's id rides on
+/// this effect (`requests::piggy`); `$tailfmt` is `$fmt` and "b". (A
+/// macro: the module API is variadic.)
 macro_rules! replicate_with_tail {
-    ($ctx:expr, $made:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
+    ($ctx:expr, $tail:expr, $cmd:expr, $fmt:literal, $tailfmt:literal, $($arg:expr),*) => {{
         match $tail {
             // SAFETY: the format names exactly the arguments passed; the
             // strings and buffers live until the call returns.
@@ -184,18 +172,12 @@ macro_rules! replicate_with_tail {
                 rm!(RedisModule_Replicate)($ctx.ctx, $cmd, $fmt.as_ptr(), $($arg),*);
             },
             Some(t) => {
-                let prefix = t.prefix();
-                let id = match t.arg() {
-                    a if a.is_null() => $made.make(t.id()),
-                    a => a,
-                };
-                // SAFETY: as above, the tail being "s" (ID), "b" and "s".
+                let packed = t.as_bytes();
+                // SAFETY: as above, the tail being "b".
                 unsafe {
                     rm!(RedisModule_Replicate)(
                         $ctx.ctx, $cmd, $tailfmt.as_ptr(), $($arg),*,
-                        $crate::glue::replicate::id_word(),
-                        prefix.as_ptr() as *const ::std::os::raw::c_char, prefix.len(),
-                        id,
+                        packed.as_ptr() as *const ::std::os::raw::c_char, packed.len(),
                     );
                 }
             }

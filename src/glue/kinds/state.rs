@@ -21,6 +21,9 @@ use crate::glue::types::Value;
 
 /// A kind's state command.
 pub trait SetState: Value {
+    /// Its own words, the name included: a request-id's tail follows.
+    const WORDS: usize;
+
     /// Decodes `PADLOCK.*SET key holder ...` (arguments with the name) and
     /// applies it.
     fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error>;
@@ -34,7 +37,7 @@ pub trait SetState: Value {
 /// passed on with the effect to this server's own AOF and replicas).
 pub fn command<K: SetState>(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let flags = from_replication(ctx, args)?;
-    let own = match piggy::tail_start(args, 3) {
+    let own = match piggy::tail_start(args, K::WORDS) {
         Some(at) => with_id::<K>(ctx, args, at)?,
         None => {
             K::apply(ctx, args)?;

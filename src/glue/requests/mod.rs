@@ -216,10 +216,7 @@ pub fn run(
         .then(|| piggy::Rule::of(name))
         .flatten();
     let (result, rode) = {
-        let arg =
-            s.id.and_then(|i| full.get(i))
-                .map_or(std::ptr::null_mut(), |a| a.inner);
-        let _boarded = rider::board_as(&tag, rule, (piggy::verbatim(name), arg), at_ms);
+        let _boarded = rider::board_as(&tag, rule, piggy::verbatim(name), at_ms);
         let result = body(ctx, args);
         (result, rider::alight())
     };

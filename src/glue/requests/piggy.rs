@@ -1,18 +1,16 @@
 //! A request-id rides on the request's own effect: `PADLOCK.LOCKSET key
-//! holder ... ID at-ms:print:rule request-id`, where the rule names which
-//! of the effect's own fields the reply was (a fence, a count, permits, a
-//! holder's read and write holds, or 1). The fewest allocations Redis
-//! makes per request: `ID` is a string padlock keeps, the id the
-//! command's own argument (Redis takes a reference), and the prefix short
-//! enough to be one embedded string (the single word `at-ms:print:rule:id`
-//! sent before was past 44 bytes, so two allocations and two frees). One propagated
+//! holder ... at-ms:print:rule:request-id`, one word after the kind's own
+//! (found by their number), where the rule names which of the effect's
+//! own fields the reply was (a fence, a count, permits, a holder's read
+//! and write holds, or 1). One word, because on a server with an AOF and
+//! replicas each argument is written to both. One propagated
 //! command instead of two (and no MULTI around them): on a server with an
 //! AOF and replicas the second effect and its transaction cost more than
 //! the request itself. A request whose reply is not one of its effect's
 //! fields (multi-key ones, a wait granted later) sends `PADLOCK.REQUESTID`
 //! instead (`saved`).
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{Context, RedisString};
 
 use super::rider;
 pub use super::rule::{Fields, Rule};
@@ -52,29 +50,26 @@ pub struct Tail {
     pub rule: Rule,
 }
 
-/// The longest prefix: two 20-digit numbers, the longest rule and two
-/// colons. At most 44 bytes, so Redis makes it one embedded string (one
-/// allocation, where a longer word takes two).
-const PREFIX_MAX: usize = 20 + 20 + 7 + 2;
+/// The longest packed word: two 20-digit numbers, the longest rule, three
+/// colons and the longest id.
+const PACKED_MAX: usize = 20 + 20 + 7 + 3 + crate::core::ids::MAX_ID_LEN;
 
-/// A tail about to be sent: `ID at-ms:print:rule request-id`. The prefix
-/// is made on the stack (an effect is sent on every request); the id goes
-/// as its own word, so that it is the command's own argument, which Redis
-/// passes on by reference, not a copy.
+/// A tail about to be sent: the one word `at-ms:print:rule:request-id`
+/// (the id last: it may hold colons), made on the stack, an effect is sent
+/// on every request. One word, not `ID` and a word or more: on a server
+/// with an AOF and replicas each more argument cost about a thousand
+/// instructions (written to both, length and all), where a string made
+/// for it costs a fifth of that.
 pub struct Packed {
-    buf: [u8; PREFIX_MAX],
+    buf: [u8; PACKED_MAX],
     len: usize,
-    id: Id,
-    arg: *mut raw::RedisModuleString,
 }
 
 impl Packed {
-    fn new(at_ms: i64, print: u64, rule: Rule, id: &Id) -> Packed {
+    fn new(at_ms: i64, print: u64, rule: Rule, id: &[u8]) -> Packed {
         let mut p = Packed {
-            buf: [0; PREFIX_MAX],
+            buf: [0; PACKED_MAX],
             len: 0,
-            id: id.clone(),
-            arg: std::ptr::null_mut(),
         };
         let mut digits = itoa::Buffer::new();
         p.push(digits.format(at_ms).as_bytes());
@@ -82,6 +77,9 @@ impl Packed {
         p.push(digits.format(print).as_bytes());
         p.push(b":");
         p.push(rule.word().to_bytes());
+        p.push(b":");
+        // An id is at most MAX_ID_LEN (checked when it came in): fits.
+        p.push(id);
         p
     }
 
@@ -93,18 +91,8 @@ impl Packed {
         }
     }
 
-    /// `at-ms:print:rule`.
-    pub fn prefix(&self) -> &[u8] {
+    pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
-    }
-
-    pub fn id(&self) -> &[u8] {
-        &self.id
-    }
-
-    /// The id as the running command's argument, if it is one (else null).
-    pub fn arg(&self) -> *mut raw::RedisModuleString {
-        self.arg
     }
 }
 
@@ -139,9 +127,7 @@ fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Rid
         let ride = if rider.verbatim {
             Ride::Sent
         } else {
-            let mut tail = Packed::new(rider.at_ms, tag.print, rule, &tag.id);
-            tail.arg = rider.arg;
-            Ride::Effect(Some(tail))
+            Ride::Effect(Some(Packed::new(rider.at_ms, tag.print, rule, &tag.id)))
         };
         rider.sent = Some(fields);
         ride
@@ -154,23 +140,27 @@ fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Rid
     ride
 }
 
-/// Where a state command's tail starts, if it has one: `ID
-/// at-ms:print:rule request-id`, or the single word `ID
-/// at-ms:print:rule:request-id` that padlock sent before 2026-12-07 (an
-/// AOF may still hold it). A kind's own words never read `ID` in either
-/// place: the word before its last is a number, and a prefix holds colons.
-pub fn tail_start(args: &[RedisString], own_min: usize) -> Option<usize> {
-    let is_id = |at: usize| args[at].bytes().eq_ignore_ascii_case(b"ID");
-    [2, 3]
-        .into_iter()
-        .filter_map(|words| args.len().checked_sub(words))
-        .find(|&at| at >= own_min && is_id(at))
+/// Where a state command's tail starts (after the kind's own `words`),
+/// if it has one: the word `at-ms:print:rule:request-id` padlock sends,
+/// or what earlier builds sent and an AOF may still hold: `ID` and that
+/// word (until 2026-12-07), or `ID at-ms:print:rule request-id` (builds
+/// of 2026-12-07 only).
+pub fn tail_start(args: &[RedisString], words: usize) -> Option<usize> {
+    let marked = || {
+        args.get(words)
+            .is_some_and(|w| w.bytes().eq_ignore_ascii_case(b"ID"))
+    };
+    match args.len().checked_sub(words)? {
+        1 => Some(words),
+        2 | 3 if marked() => Some(words),
+        _ => None,
+    }
 }
 
-/// Reads a tail (`args` are its words, `ID` first).
+/// Reads a tail (`args` are its words: one of `tail_start`'s forms).
 pub fn parse(args: &[RedisString]) -> Result<Tail, Error> {
-    let (id_t, prefix, id) = match args {
-        [id_t, packed] => {
+    let (prefix, id) = match args {
+        [packed] | [_, packed] => {
             // The id is last: it may hold colons.
             let p = packed.bytes();
             let cut = (0..3).try_fold(0, |from, _| {
@@ -182,14 +172,11 @@ pub fn parse(args: &[RedisString]) -> Result<Tail, Error> {
             let Some(cut) = cut else {
                 return Err(Error::Syntax);
             };
-            (id_t, &p[..cut - 1], &p[cut..])
+            (&p[..cut - 1], &p[cut..])
         }
-        [id_t, prefix, id] => (id_t, prefix.bytes(), id.bytes()),
+        [_, prefix, id] => (prefix.bytes(), id.bytes()),
         _ => return Err(Error::Syntax),
     };
-    if !id_t.bytes().eq_ignore_ascii_case(b"ID") {
-        return Err(Error::Syntax);
-    }
     let mut parts = prefix.splitn(3, |&b| b == b':');
     let (Some(at), Some(print), Some(rule)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(Error::Syntax);
@@ -224,22 +211,17 @@ mod tests {
             for print in [0, 1, 99, 100, u64::MAX] {
                 for rule in [Rule::Fence, Rule::Holds, Rule::Permits] {
                     for id in [&b"r:1"[..], b"a:b:c", &long] {
-                        let want =
-                            [format!("{at}:{print}:").as_bytes(), rule.word().to_bytes()].concat();
-                        let p = Packed::new(at, print, rule, &Id::from(id));
-                        assert_eq!(p.prefix(), &want[..]);
-                        assert_eq!(p.id(), id);
+                        let want = [
+                            format!("{at}:{print}:").as_bytes(),
+                            rule.word().to_bytes(),
+                            b":",
+                            id,
+                        ]
+                        .concat();
+                        assert_eq!(Packed::new(at, print, rule, id).as_bytes(), &want[..]);
                     }
                 }
             }
         }
-        // What a usual request sends is one embedded string in Redis.
-        let p = Packed::new(
-            1_764_620_000_123,
-            u64::MAX,
-            Rule::Permits,
-            &Id::from(&b"r"[..]),
-        );
-        assert!(p.prefix().len() <= 44);
     }
 }

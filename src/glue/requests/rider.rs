@@ -14,7 +14,7 @@ use std::ptr::null_mut;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicU8, Ordering::Relaxed};
 
-use redis_module::{raw, Context};
+use redis_module::Context;
 
 use super::rule::{Fields, Rule};
 use super::Tag;
@@ -30,9 +30,6 @@ pub struct Rider {
     pub at_ms: i64,
     /// The fields of the effect that carried the id, once one did.
     pub sent: Option<Fields>,
-    /// The id as the running command's own argument (null when the id
-    /// came from elsewhere): what the effect passes on by reference.
-    pub arg: *mut raw::RedisModuleString,
 }
 
 impl Rider {
@@ -48,7 +45,6 @@ impl Rider {
 // the seat a few times): only Redis' main thread runs commands, effects
 // and timers, so Relaxed is all they need. A null tag: nobody seated.
 static TAG: AtomicPtr<Tag> = AtomicPtr::new(null_mut());
-static ARG: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(null_mut());
 static AT_MS: AtomicI64 = AtomicI64::new(0);
 /// The rule (bits 0-2, 0 for none), verbatim (bit 3), sent (bit 4).
 static FLAGS: AtomicU8 = AtomicU8::new(0);
@@ -89,7 +85,6 @@ fn load() -> Option<Rider> {
         verbatim: flags & VERBATIM != 0,
         at_ms: AT_MS.load(Relaxed),
         sent,
-        arg: ARG.load(Relaxed),
     })
 }
 
@@ -113,7 +108,6 @@ fn seat(r: Option<Rider>) -> Option<Rider> {
         }
     }
     TAG.store(r.tag as *mut Tag, Relaxed);
-    ARG.store(r.arg, Relaxed);
     AT_MS.store(r.at_ms, Relaxed);
     FLAGS.store(flags, Relaxed);
     before
@@ -140,25 +134,18 @@ impl Drop for Boarded<'_> {
 /// Before a request's body: its id is the running one, and may ride on
 /// the effect the body sends when its reply has a `rule`.
 pub fn board(tag: &Tag, rule: Option<Rule>, at_ms: i64) -> Boarded<'_> {
-    board_as(tag, rule, (false, std::ptr::null_mut()), at_ms)
+    board_as(tag, rule, false, at_ms)
 }
 
 /// `board`, for a request that replicates as itself when its effect is
-/// its own (`verbatim`), whose id is its argument `arg` (Redis' argv
-/// string, alive while the command runs).
-pub fn board_as(
-    tag: &Tag,
-    rule: Option<Rule>,
-    (verbatim, arg): (bool, *mut raw::RedisModuleString),
-    at_ms: i64,
-) -> Boarded<'_> {
+/// its own (`verbatim`).
+pub fn board_as(tag: &Tag, rule: Option<Rule>, verbatim: bool, at_ms: i64) -> Boarded<'_> {
     let rider = Rider {
         tag,
         rule,
         verbatim,
         at_ms,
         sent: None,
-        arg,
     };
     Boarded(seat(Some(rider)), PhantomData)
 }

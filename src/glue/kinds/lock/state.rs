@@ -16,6 +16,8 @@ use crate::glue::types::Value;
 /// `PADLOCK.LOCKSET key holder count fence deadline-ms`: state from the
 /// master or the AOF, set outright.
 impl state::SetState for Lock {
+    const WORDS: usize = 6;
+
     fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
         let [_, name, h, count, fence, deadline_ms] = args else {
             return Err(Error::Arity);
@@ -94,11 +96,10 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     // and buffers live until the call returns.
     replicate_with_tail!(
         ctx,
-        m,
         tail,
         Lock::INFO.state_command.as_ptr(),
         c"sssbb",
-        c"sssbbsbs",
+        c"sssbbb",
         key.inner,
         h,
         c,
@@ -146,11 +147,10 @@ pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
     let zero = m.count(0);
     replicate_with_tail!(
         ctx,
-        m,
         Some(t),
         Lock::INFO.state_command.as_ptr(),
         c"sssss",
-        c"ssssssbs",
+        c"sssssb",
         key.inner,
         h,
         zero,

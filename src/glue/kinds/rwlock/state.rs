@@ -17,6 +17,8 @@ use redis_module::{Context, RedisString};
 /// the holder leaves). A state the rules could never reach (a writer
 /// beside another holder) is refused.
 impl state::SetState for RwLock {
+    const WORDS: usize = 7;
+
     fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
         let [_, name, h, reads, writes, fence, deadline_ms] = args else {
             return Err(Error::Arity);
@@ -69,11 +71,10 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     );
     replicate_with_tail!(
         ctx,
-        m,
         tail,
         RwLock::INFO.state_command.as_ptr(),
         c"ssssbb",
-        c"ssssbbsbs",
+        c"ssssbbb",
         key.inner,
         h,
         r,

@@ -15,6 +15,8 @@ use redis_module::{Context, RedisString};
 /// `PADLOCK.SEMSET key holder limit permits deadline-ms` (permits 0: the
 /// holder leaves).
 impl state::SetState for Semaphore {
+    const WORDS: usize = 6;
+
     fn apply(ctx: &Context, args: &[RedisString]) -> Result<(), Error> {
         let [_, name, h, limit, permits, deadline_ms] = args else {
             return Err(Error::Arity);
@@ -62,11 +64,10 @@ pub fn sem_set(
     let (dp, dl) = digits(&mut d, deadline_ms);
     replicate_with_tail!(
         ctx,
-        m,
         tail,
         Semaphore::INFO.state_command.as_ptr(),
         c"ssssb",
-        c"ssssbsbs",
+        c"ssssbb",
         key.inner,
         h,
         l,
