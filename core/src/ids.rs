@@ -214,7 +214,7 @@ impl Memory {
         let due = r.at_ms.saturating_add(b.memory_ms);
         let keys = self.groups.entry(at.db).or_default();
         let (g, new) = match keys.entry(KeyPart(at.names.clone())) {
-            Entry::Occupied(o) => o.into_mut().entry(&HolderPart(at.names.clone())),
+            Entry::Occupied(o) => o.into_mut().entry(&at.names),
             Entry::Vacant(v) => match v.insert(Holders::new(HolderPart(at.names.clone()))) {
                 Holders::One(_, g) => (g, true),
                 Holders::Many(_) => unreachable!("a new key has one holder"),

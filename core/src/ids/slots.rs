@@ -7,7 +7,9 @@
 use std::collections::VecDeque;
 
 use super::super::hash::Map;
-use super::names::HolderPart;
+use std::collections::hash_map::Entry;
+
+use super::names::{HolderPart, Names};
 
 /// The groups of one key, by holder: one inline until a second holder comes.
 #[derive(Debug)]
@@ -43,10 +45,11 @@ impl<G: Default> Holders<G> {
         }
     }
 
-    /// The holder's group, made if new (and then `true`).
-    pub fn entry(&mut self, holder: &HolderPart) -> (&mut G, bool) {
+    /// The holder's group, made if new (and then `true`); `names` are its
+    /// key's and holder's, shared with the group when it is new.
+    pub fn entry(&mut self, names: &Names) -> (&mut G, bool) {
         if let Holders::One(h, _) = self {
-            if h != holder {
+            if h.0.holder() != names.holder() {
                 let Holders::One(h, g) = std::mem::replace(self, Holders::Many(Map::default()))
                 else {
                     unreachable!("matched One above")
@@ -58,10 +61,10 @@ impl<G: Default> Holders<G> {
         }
         match self {
             Holders::One(_, g) => (g, false),
-            Holders::Many(m) => {
-                let new = !m.contains_key(holder.0.holder());
-                (m.entry(holder.clone()).or_default(), new)
-            }
+            Holders::Many(m) => match m.entry(HolderPart(names.clone())) {
+                Entry::Occupied(o) => (o.into_mut(), false),
+                Entry::Vacant(v) => (v.insert(G::default()), true),
+            },
         }
     }
 

@@ -12,7 +12,7 @@
 use std::marker::PhantomData;
 use std::ptr::null_mut;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use redis_module::Context;
 
@@ -49,17 +49,7 @@ static AT_MS: AtomicI64 = AtomicI64::new(0);
 /// The rule (bits 0-2, 0 for none), verbatim (bit 3), sent (bit 4).
 static FLAGS: AtomicU8 = AtomicU8::new(0);
 static SENT: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-/// Whether a rider is seated: every lease written asks (`piggy::ride`),
-/// and without `ID` none is.
-static BOARDED: AtomicBool = AtomicBool::new(false);
 
-const RULES: [Rule; 5] = [
-    Rule::Fence,
-    Rule::Count,
-    Rule::Permits,
-    Rule::Holds,
-    Rule::One,
-];
 const VERBATIM: u8 = 1 << 3;
 const SENT_BIT: u8 = 1 << 4;
 
@@ -69,7 +59,9 @@ fn load() -> Option<Rider> {
         return None;
     }
     let flags = FLAGS.load(Relaxed);
-    let rule = RULES.get(usize::from(flags & 7).wrapping_sub(1)).copied();
+    let rule = Rule::ALL
+        .get(usize::from(flags & 7).wrapping_sub(1))
+        .copied();
     let sent = (flags & SENT_BIT != 0).then(|| {
         let [fence, count, reads, writes] = SENT.each_ref().map(|a| a.load(Relaxed));
         Fields {
@@ -91,12 +83,11 @@ fn load() -> Option<Rider> {
 /// Seats `r` (or nobody); answers who sat there.
 fn seat(r: Option<Rider>) -> Option<Rider> {
     let before = load();
-    BOARDED.store(r.is_some(), Relaxed);
     let Some(r) = r else {
         TAG.store(null_mut(), Relaxed);
         return before;
     };
-    let rule = r.rule.and_then(|x| RULES.iter().position(|&y| y == x));
+    let rule = r.rule.and_then(|x| Rule::ALL.iter().position(|&y| y == x));
     let mut flags = rule.map_or(0, |i| i as u8 + 1);
     if r.verbatim {
         flags |= VERBATIM;
@@ -113,8 +104,10 @@ fn seat(r: Option<Rider>) -> Option<Rider> {
     before
 }
 
+/// Whether a rider is seated: every lease written asks (`piggy::ride`),
+/// and without `ID` none is.
 pub fn boarded() -> bool {
-    BOARDED.load(Relaxed)
+    !TAG.load(Relaxed).is_null()
 }
 
 /// Gives the seat back to whatever rode before, however the body ended.

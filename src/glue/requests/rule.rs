@@ -48,16 +48,19 @@ impl Rule {
         }
     }
 
+    /// Every rule, in a fixed order (the rider keeps a rule as its place).
+    pub const ALL: [Rule; 5] = [
+        Rule::Fence,
+        Rule::Count,
+        Rule::Permits,
+        Rule::Holds,
+        Rule::One,
+    ];
+
     pub fn parse(word: &[u8]) -> Option<Rule> {
-        [
-            Rule::Fence,
-            Rule::Count,
-            Rule::Permits,
-            Rule::Holds,
-            Rule::One,
-        ]
-        .into_iter()
-        .find(|r| r.word().to_bytes().eq_ignore_ascii_case(word))
+        Rule::ALL
+            .into_iter()
+            .find(|r| r.word().to_bytes().eq_ignore_ascii_case(word))
     }
 }
 
