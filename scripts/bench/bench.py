@@ -54,7 +54,7 @@ def unpacked(which):
 def servers():
     """(label, binary, with AOF + replica too)."""
     return [("Redis 7.0", "redis-server", True), ("Redis 8.0", unpacked("redis"), True),
-            ("Valkey 9.1", unpacked("valkey91"), False)]
+            ("Valkey 9.1", unpacked("valkey91"), True)]
 
 
 def per_command():
@@ -245,7 +245,20 @@ def extras():
 # --- output --------------------------------------------------------------
 
 CONFIGS = [("Redis 7.0", False), ("Redis 7.0", True), ("Redis 8.0", False), ("Redis 8.0", True),
-           ("Valkey 9.1", False)]
+           ("Valkey 9.1", False), ("Valkey 9.1", True)]
+
+# What `ID request-id` adds: (with it, the same command without it, the
+# target ratio).
+ID_PAIRS = [
+    ("LOCK.ACQUIRE ID", "LOCK.ACQUIRE", 1.15),
+    ("LOCK.ACQUIRE, reentrant ID", "LOCK.ACQUIRE, reentrant", 1.15),
+    ("SEM.ACQUIRE ID", "SEM.ACQUIRE", 1.15),
+    ("RWLOCK.ACQUIRE ID", "RWLOCK.ACQUIRE", 1.15),
+    ("LOCK.RELEASE ID, acquired with ID", "LOCK.RELEASE", 1.25),
+    ("LOCK.RELEASE ID", "LOCK.RELEASE", 1.25),
+    ("LOCK.RELEASE, inner ID", "LOCK.RELEASE, inner", 1.25),
+    ("SEM.RELEASE ID", "SEM.RELEASE", 1.25),
+]
 
 
 def config_name(label, aof):
@@ -267,6 +280,14 @@ def tables(pc, cont):
     for n in names:
         cells = [f"{pc[c][1][n]:,.0f} ({pc[c][1][n] / pc[c][1][cost.BASE]:.2f}x)" for c in CONFIGS]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += ["", "**What `ID` adds**: instructions per call with `ID request-id` over the same "
+              "command without it, same server, same run (the target beside each).", "",
+              "| command | target | " + " | ".join(config_name(*c) for c in CONFIGS) + " |",
+              "| --- | --- |" + " --- |" * len(CONFIGS)]
+    for with_id, without, target in ID_PAIRS:
+        if all(with_id in pc[c][0] and without in pc[c][0] for c in CONFIGS):
+            cells = [f"{pc[c][0][with_id] / pc[c][0][without]:.2f}x" for c in CONFIGS]
+            lines.append(f"| {with_id} / {without} | ≤ {target:.2f}x | " + " | ".join(cells) + " |")
     lines += ["", f"**Contended:** 8 processes, one lock, a {HOLD_S * 1000:.0f} ms critical section, "
               "8 s each, Redis 7.0. Fairness is the fewest critical sections of one "
               "worker over the most.", "",
@@ -411,12 +432,15 @@ def chart(pc, cont, path, at_scale=None):
     ratios = [3, 3, 1.4] + ([1.4] if hot else [])
     fig, axes = plt.subplots(1, len(ratios), figsize=(17 + 3 * bool(hot), 5.5),
                              gridspec_kw={"width_ratios": ratios})
-    width = 0.16
+    # A run from before a configuration was added has no figures for it.
+    configs = [c for c in CONFIGS if c in pc]
+    names = [n for n in names if all(n in pc[c][0] for c in configs)]
+    width = 0.8 / len(configs)
     for ax, idx, title in ((axes[0], 0, "instructions per call vs SET NX PX (lower is better)"),
                            (axes[1], 1, "requests/s at -P 16 vs SET NX PX (higher is better)")):
-        for j, c in enumerate(CONFIGS):
+        for j, c in enumerate(configs):
             vals = [pc[c][idx][n] / pc[c][idx][cost.BASE] for n in names]
-            ax.bar([i + (j - (len(CONFIGS) - 1) / 2) * width for i in range(len(names))], vals, width,
+            ax.bar([i + (j - (len(configs) - 1) / 2) * width for i in range(len(names))], vals, width,
                    label=config_name(*c))
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(names)))

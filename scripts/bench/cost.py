@@ -49,6 +49,10 @@ HELD = ["LOCK.ACQUIRE", "k:{i}", "holder", "60000"]
 SEM_HELD = ["SEM.ACQUIRE", "s:{i}", "holder", "3", "60000"]
 # As a client holds: acquired with its own request-id, so a release finds it.
 HELD_ID = [*HELD, "ID", "a:{i}"]
+# Held twice (a fill may be a tuple of templates, run in turn), so that a
+# release is an inner one.
+HELD_TWICE = (HELD, HELD)
+HELD_TWICE_ID = (HELD_ID, [*HELD, "ID", "b:{i}"])
 
 # (name, fill or None, measured); `{i}` is the command's number.
 CASES = [
@@ -57,6 +61,7 @@ CASES = [
     ("LOCK.ACQUIRE", None, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000"]),
     ("LOCK.ACQUIRE, reentrant", HELD, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000"]),
     ("LOCK.RELEASE", HELD, ["LOCK.RELEASE", "k:{i}", "holder"]),
+    ("LOCK.RELEASE, inner", HELD_TWICE, ["LOCK.RELEASE", "k:{i}", "holder"]),
     ("LOCK.EXTEND", HELD, ["LOCK.EXTEND", "k:{i}", "holder", "5000"]),
     ("SEM.ACQUIRE", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000"]),
     ("SEM.RELEASE", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder"]),
@@ -66,6 +71,7 @@ CASES = [
     ("LOCK.ACQUIRE, reentrant ID", HELD, ["LOCK.ACQUIRE", "k:{i}", "holder", "5000", "ID", "r:{i}"]),
     ("LOCK.RELEASE ID", HELD, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),
     ("LOCK.RELEASE ID, acquired with ID", HELD_ID, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),
+    ("LOCK.RELEASE, inner ID", HELD_TWICE_ID, ["LOCK.RELEASE", "k:{i}", "holder", "ID", "r:{i}"]),
     ("SEM.ACQUIRE ID", None, ["SEM.ACQUIRE", "s:{i}", "holder", "3", "5000", "ID", "r:{i}"]),
     ("SEM.RELEASE ID", SEM_HELD, ["SEM.RELEASE", "s:{i}", "holder", "ID", "r:{i}"]),
     ("RWLOCK.ACQUIRE ID", None, ["RWLOCK.ACQUIRE", "rw:{i}", "holder", "WRITE", "5000", "ID", "r:{i}"]),
@@ -164,8 +170,8 @@ class Setup:
         r.flushall()
         if self.replica:
             r.execute_command("WAIT", 1, 0)
-        if template:
-            load(self.master.port, template, n, pipeline=64)
+        for t in (template if isinstance(template, tuple) else (template,) if template else ()):
+            load(self.master.port, t, n, pipeline=64)
         if self.replica:
             r.execute_command("WAIT", 1, 0)
 
