@@ -118,14 +118,18 @@ fi
 
 if [ "${1:-}" = "--bench" ]; then
   # make bench: valgrind (instructions per call), the Python lock
-  # libraries padlock is compared with, and matplotlib for the chart.
+  # libraries padlock is compared with, matplotlib for the chart, and the
+  # TypeScript, Java and Go clients' toolchains (their rows are measured
+  # through them).
   if ! command -v valgrind >/dev/null 2>&1; then
     echo "==> installing valgrind"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq valgrind >/dev/null
   fi
   "$0" --python
+  "$0" --node
   "$0" --java
+  "$0" --go
   if [ ! -f .venv/.bench-installed ] || [ scripts/bench/bench-requirements.txt -nt .venv/.bench-installed ]; then
     echo "==> installing the benchmark's Python packages into .venv"
     .venv/bin/pip install -q --disable-pip-version-check -r scripts/bench/bench-requirements.txt
