@@ -429,39 +429,48 @@ def chart(pc, cont, path, at_scale=None):
 
     names = [c[0] for c in cost.CASES if c[0] != cost.BASE]
     hot = [x for x in (at_scale or {}).get("hot", []) if not x.get("skipped")]
-    ratios = [3, 3, 1.4] + ([1.4] if hot else [])
-    fig, axes = plt.subplots(1, len(ratios), figsize=(17 + 3 * bool(hot), 5.5),
-                             gridspec_kw={"width_ratios": ratios})
+    # The per-command panels each take the full width (26 commands, six
+    # servers each: side by side their labels ran into one another); the
+    # contended and hot-key panels share the last row.
+    fig = plt.figure(figsize=(16, 15))
+    grid = fig.add_gridspec(3, 2, height_ratios=[1.25, 1.25, 1])
+    per_command = (fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, :]))
+    contended = fig.add_subplot(grid[2, 0] if hot else grid[2, :])
     # A run from before a configuration was added has no figures for it.
     configs = [c for c in CONFIGS if c in pc]
     names = [n for n in names if all(n in pc[c][0] for c in configs)]
     width = 0.8 / len(configs)
-    for ax, idx, title in ((axes[0], 0, "instructions per call vs SET NX PX (lower is better)"),
-                           (axes[1], 1, "requests/s at -P 16 vs SET NX PX (higher is better)")):
+    for ax, idx, title in ((per_command[0], 0, "instructions per call vs SET NX PX (lower is better)"),
+                           (per_command[1], 1, "requests/s at -P 16 vs SET NX PX (higher is better)")):
         for j, c in enumerate(configs):
             vals = [pc[c][idx][n] / pc[c][idx][cost.BASE] for n in names]
             ax.bar([i + (j - (len(configs) - 1) / 2) * width for i in range(len(names))], vals, width,
                    label=config_name(*c))
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(names)))
-        ax.set_xticklabels([n.replace(" (EVALSHA)", "").replace(", ", "\n") for n in names],
-                           rotation=35, ha="right", fontsize=8)
+        ax.set_xticklabels([n.replace(" (EVALSHA)", "") for n in names], rotation=30, ha="right",
+                           rotation_mode="anchor", fontsize=8)
+        ax.set_xlim(-0.6, len(names) - 0.4)
         ax.set_title(title, fontsize=10)
-    axes[0].legend(fontsize=8)
-    axes[2].bar([r["lock"] for r in cont], [r.get("max_ms", r["p99_ms"]) for r in cont], color=["C0", "C3", "C2"])
-    axes[2].set_yscale("log")
-    axes[2].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    axes[2].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    axes[2].set_title("contended: longest wait, ms (lower is better)", fontsize=10)
-    axes[2].tick_params(axis="x", labelrotation=25, labelsize=8)
+    per_command[0].legend(fontsize=8, ncols=len(configs) // 2 or 1, loc="upper right")
+    contended.bar([r["lock"] for r in cont], [r.get("max_ms", r["p99_ms"]) for r in cont],
+                  color=["C0", "C3", "C2"])
+    contended.set_yscale("log")
+    contended.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    contended.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    contended.set_title("contended: longest wait, ms (lower is better)", fontsize=10)
+    contended.tick_params(axis="x", labelsize=8)
     if hot:
+        ax = fig.add_subplot(grid[2, 1])
         xs = range(len(hot))
-        axes[3].bar([i - 0.2 for i in xs], [x["lock_us"] for x in hot], 0.4, label="LOCK.ACQUIRE BLOCK")
-        axes[3].bar([i + 0.2 for i in xs], [x["list_us"] for x in hot], 0.4, label="BLPOP")
-        axes[3].set_xticks(list(xs))
-        axes[3].set_xticklabels([f"{x['n']:,}" for x in hot], fontsize=8)
-        axes[3].set_title("one hot key: µs per queued waiter", fontsize=10)
-        axes[3].legend(fontsize=8)
+        ax.bar([i - 0.2 for i in xs], [x["lock_us"] for x in hot], 0.4, label="LOCK.ACQUIRE BLOCK")
+        ax.bar([i + 0.2 for i in xs], [x["list_us"] for x in hot], 0.4, label="BLPOP")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([f"{x['n']:,} waiters" for x in hot], fontsize=8)
+        ax.set_title("one hot key: µs per queued waiter", fontsize=10)
+        # Room above the bars for the legend.
+        ax.set_ylim(0, 1.3 * max(max(x["lock_us"], x["list_us"]) for x in hot))
+        ax.legend(fontsize=8, loc="upper left", ncols=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
