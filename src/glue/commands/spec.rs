@@ -208,6 +208,10 @@ fn without_id<R>(
     let Some(v) = s.id else {
         return f(args);
     };
+    // Every client library sends the pair last: the rest is a prefix.
+    if v + 1 == args.len() {
+        return f(&args[..v - 1]);
+    }
     let kept = args
         .iter()
         .enumerate()
