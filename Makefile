@@ -75,6 +75,9 @@ torture: build
 	@scripts/deps.sh --python
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/test/torture.py
 	PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) $(PYTEST)/test_fuzz.py -s
+	@# and as long on a seed of the day's (printed, to run a failure again)
+	PADLOCK_FUZZ_SEED=$$(date +%Y%m%d) PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) \
+		$(PYTEST)/test_fuzz.py -s
 
 # Network partitions between namespaces of the run's own (as root):
 # master, replicas, Sentinels, a fenced store and the workers each in one;
