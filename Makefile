@@ -70,14 +70,14 @@ test-container: build
 	scripts/test/test-container.sh
 
 # Faults on purpose (Sentinel failovers, kill -9, SIGSTOP past a lease,
-# client kills) with a checker; then a longer fuzz. A few minutes.
+# client kills) with a checker; then the fuzzers, longer. About ten minutes.
 torture: build
 	@scripts/deps.sh --python
 	PADLOCK_SO=$(abspath $(SO)) $(VENV)/bin/python scripts/test/torture.py
 	PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) $(PYTEST)/test_fuzz.py -s
-	@# and as long on a seed of the day's (printed, to run a failure again)
+	@# the fuzzers again on a seed of the day's (printed, to run a failure again)
 	PADLOCK_FUZZ_SEED=$$(date +%Y%m%d) PADLOCK_FUZZ_SECONDS=60 PADLOCK_SO=$(abspath $(SO)) \
-		$(PYTEST)/test_fuzz.py -s
+		$(PYTEST)/test_fuzz.py python-tests/test_replica_fuzz.py -s
 
 # Network partitions between namespaces of the run's own (as root):
 # master, replicas, Sentinels, a fenced store and the workers each in one;

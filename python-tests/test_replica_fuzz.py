@@ -6,8 +6,10 @@ replica, which must then hold exactly the master's state: the same keys,
 each value byte for byte (`DUMP`), the same absolute expiry
 (`PEXPIRETIME`: effects carry deadlines, never durations), the same
 mailboxes and as many remembered request-ids. At the end the replica is
-promoted, and the latest applied request of every key and holder, resent
-there, answers what the master answered and changes nothing.
+promoted, or the master restarted from its AOF or RDB (and must load
+exactly what it had), and the recent applied requests of every key and
+holder, resent there, answer what the master answered and change
+nothing.
 
 Runs on a fixed seed for a few seconds in `make test`
 (`PADLOCK_FUZZ_SEED`, `PADLOCK_FUZZ_SECONDS` as in test_fuzz.py)."""
@@ -16,10 +18,10 @@ import os
 import random
 import time
 
+import pytest
 import redis
 
 from conftest import wait_for
-from test_durability import start_pair
 
 SECONDS = float(os.environ.get("PADLOCK_FUZZ_SECONDS", "3"))
 SEED = int(os.environ.get("PADLOCK_FUZZ_SEED", "2026"))
@@ -37,10 +39,11 @@ RECENT = 12
 
 
 class Gen:
-    def __init__(self, rng):
+    def __init__(self, rng, keep):
         self.rng = rng
+        self.keep = keep
         self.n = 0
-        self.queued = []  # (key, holder, id) of MAILBOX requests, for LOCK.CANCEL
+        self.queued = []  # (key, command, id) of MAILBOX requests, for LOCK.CANCEL
 
     def rid(self):
         self.n += 1
@@ -53,7 +56,7 @@ class Gen:
         wait = block and rng.random() < 0.2
         if wait:
             cmd += [b"BLOCK", b"60000", b"MAILBOX", MAILBOX]
-        if keep and rng.random() < 0.4:
+        if keep and self.keep and rng.random() < 0.4:
             cmd.append(b"KEEP")
         if wait or (with_id and rng.random() < 0.9):
             rid = self.rid()
@@ -162,11 +165,22 @@ def send(r, cmd):
         return e
 
 
-def test_a_replica_holds_the_masters_state_and_answers_its_resends(make_server):
-    print(f"replica fuzz: seed {SEED}")  # to run a failure again: PADLOCK_FUZZ_SEED
+# How a run ends: its replica promoted, or its master restarted from its
+# AOF or its RDB. A restart gives a bound lease its ttl from then, so those
+# runs send no `KEEP`: every key then loads as it was, to the byte.
+ENDINGS = ["promoted", "aof", "rdb"]
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_a_replica_holds_the_masters_state_and_resends_answer_after(make_server, ending):
+    print(f"replica fuzz ({ending}): seed {SEED}")  # to run a failure again: PADLOCK_FUZZ_SEED
     rng = random.Random(SEED)
-    gen = Gen(rng)
-    master, replica, m, rep = start_pair(make_server)
+    gen = Gen(rng, keep=ending == "promoted")
+    aof = ["--appendonly", "yes", "--appendfsync", "always"] if ending == "aof" else []
+    master = make_server(extra=["--repl-diskless-sync-delay", "0", *aof])
+    replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
+    m, rep = master.client(), replica.client()
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
     ms, reps = [m, master.client(db=1)], [rep, replica.client(db=1)]
     m.set(b"warm", 1)
     assert m.wait(1, 5000) == 1
@@ -191,6 +205,7 @@ def test_a_replica_holds_the_masters_state_and_answers_its_resends(make_server):
             if b"ID" in cmd and not again:
                 resend = b"MAILBOX" not in cmd and applied(reply)
                 sent.setdefault(group(cmd), []).append((cmd, reply, resend))
+
         # What the replica acknowledged is the whole state, unless the
         # master's timer wrote since (a lease or a wait that ran out, in a
         # run longer than its ttls): then compare again.
@@ -201,17 +216,26 @@ def test_a_replica_holds_the_masters_state_and_answers_its_resends(make_server):
             f"after {n} commands the replica differs:\nmaster {snapshot(ms)}\nreplica {snapshot(reps)}")
         batches += 1
     assert master.alive() and replica.alive()
-    master.stop()
-    rep.execute_command("REPLICAOF", "NO", "ONE")
-    # Promoted, it gives bound leases their ttl from now: let that settle.
-    settled = []
-    assert wait_for(lambda: settled.append(snapshot(reps)) or settled[-1:] == settled[-2:-1], timeout=5)
+    if ending == "promoted":
+        master.stop()
+        rep.execute_command("REPLICAOF", "NO", "ONE")
+        # Promoted, it gives bound leases their ttl from now: let that settle.
+        settled = []
+        assert wait_for(lambda: settled.append(snapshot(reps)) or settled[-1:] == settled[-2:-1], timeout=5)
+        target, dbs = rep, reps
+    else:
+        replica.stop()
+        want = snapshot(ms)
+        master.restart(save=ending == "rdb")
+        target = master.client()
+        dbs = [target, master.client(db=1)]
+        assert snapshot(dbs) == want, f"loaded from the {ending}: {snapshot(dbs)}\nwas {want}"
     recent = [(c, r) for requests in sent.values() for c, r, resend in requests[-RECENT:] if resend]
     for cmd, reply in recent:
-        before = snapshot(reps)[0]
-        again = send(rep, cmd)
-        assert again == reply, f"resent {cmd} on the promoted replica: {again!r}, first {reply!r}"
-        assert snapshot(reps)[0] == before, f"resending {cmd} changed the state"
+        before = snapshot(dbs)[0]
+        again = send(target, cmd)
+        assert again == reply, f"resent {cmd} ({ending}): {again!r}, first {reply!r}"
+        assert snapshot(dbs)[0] == before, f"resending {cmd} changed the state"
         resent += 1
-    print(f"replica fuzz: {n} commands in {batches} batches compared, {resent} resends answered")
+    print(f"replica fuzz ({ending}): {n} commands in {batches} batches compared, {resent} resends answered")
     assert n > 100 and resent > 5
