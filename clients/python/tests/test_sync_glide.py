@@ -2,6 +2,9 @@
 (GlideClusterClient, routing by key). Lost replies, half-open and
 replaced connections: test_retries, on both drivers."""
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -83,3 +86,22 @@ def test_glide_sync_on_a_cluster_routes_by_key(cluster_server):
     for k in ("c-lock", "{c}1", "{c}2", "c-sem"):
         assert not r.exists(k)
     r.close()
+
+
+def test_a_call_stuck_on_the_server_does_not_keep_the_process_alive(server):
+    """glide-sync's calls have no limit of their own. One left waiting on
+    the server (a BLPOP nothing answers) must not keep the process from
+    exiting: it did while each connection's calls ran on a
+    ThreadPoolExecutor, whose threads Python joins at exit."""
+    script = textwrap.dedent(f"""
+        import glide_sync
+        from padlock import glide
+        g = glide(glide_sync.GlideClient, glide_sync.GlideClientConfiguration(
+            [glide_sync.NodeAddress("127.0.0.1", {server.port})]))
+        conn = g.connection_pool.connection_class()
+        conn.send_command("BLPOP", "nothing-comes", "0")
+        assert not conn.can_read(0.2), "BLPOP answered"
+    """)
+    # A hang is the failure: subprocess.run raises past its timeout.
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()

@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import queue
 import threading
 import weakref
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import redis
 
@@ -238,6 +239,39 @@ class _Pool:
         return GlideSyncConnection(self._owner)
 
 
+_Call = tuple[Callable[[], Any], "concurrent.futures.Future[Any]"]
+
+
+class _Worker:
+    """A daemon thread that runs one connection's calls in turn. Not a
+    ThreadPoolExecutor: Python joins an executor's threads at exit, so one
+    call stuck on a server that went away (glide-sync's calls have no limit
+    of their own) kept the whole process from exiting."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Optional[_Call]] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="padlock-glide", daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._calls.put((lambda: fn(*args), reply))
+        return reply
+
+    def shutdown(self) -> None:
+        """The thread ends after the call it is in, if any."""
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while (call := self._calls.get()) is not None:
+            fn, reply = call
+            if not reply.set_running_or_notify_cancel():
+                continue
+            try:
+                reply.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 - the caller's to see, as an executor does
+                reply.set_exception(e)
+
+
 class GlideSyncConnection:
     """One blocking glide client, driven as a redis-py connection: its
     command runs on a thread of its own, so that `can_read(timeout)` can
@@ -248,13 +282,13 @@ class GlideSyncConnection:
         self._owner = owner
         self._client: Any = None
         self._reply: Optional[concurrent.futures.Future[Any]] = None
-        self._thread: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._thread: Optional[_Worker] = None
 
     def send_command(self, *args: Any) -> None:
         o = self._owner
         if self._client is None:
             self._client = o.factory.create(o.config)
-            self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="padlock-glide")
+            self._thread = _Worker()
         cmd, route = o.command(args)
         assert self._thread is not None
         self._reply = self._thread.submit(self._client.custom_command, cmd, *route)
@@ -283,4 +317,4 @@ class GlideSyncConnection:
             except Exception:  # noqa: BLE001 - closing an already failed client
                 pass
         if thread is not None:
-            thread.shutdown(wait=False)
+            thread.shutdown()
