@@ -292,6 +292,10 @@ def test_fuzz_effects_as_the_aof_sends_them(make_server):
     # one well formed last, so a mailbox's survival does not hang on
     # which random post came last.
     cmds.append(["PADLOCK.POST", MAILBOXES[0], now + 600000, b"r1 5"])
+    # And so for a lock with an id riding, on a key no random effect
+    # names: on some seeds every key's last random effect freed it or gave
+    # it a lease long past, and no well formed id rode in.
+    cmds.append(["PADLOCK.LOCKSET", KEYS[3], b"h1", 1, 7, now + 600000, b"%d:1:fence:r1" % now])
     srv, _ = aof_server(make_server, cmds)
     r = srv.client()
     assert r.dbsize() > 0, "some effects were accepted"

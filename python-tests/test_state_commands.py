@@ -182,6 +182,30 @@ def test_aof_tails_of_every_form_are_remembered(make_server):
         assert lock_state(r, key) == (b"h", 1, fence), "a resend, not a reentry"
 
 
+def test_an_id_riding_on_a_free_needs_a_holder_an_rdb_can_load(make_server):
+    """A state that frees a lock (count 0) reads no holder of its own, so an
+    id riding on it under an empty or overlong holder was remembered, saved
+    in the RDB, and then refused by the load: the server could not start
+    from its own RDB (a fuzz seed found it). Such a tail is refused now, and
+    what was accepted reloads."""
+    now = int(time.time() * 1000)
+    tail = b"%d:1:fence:r1" % now
+    s, _ = aof_server(make_server, [
+        ["PADLOCK.LOCKSET", "empty", "", 0, 0, 0, tail],
+        ["PADLOCK.LOCKSET", "long", "h" * 600, 0, 0, 0, tail],
+        ["PADLOCK.LOCKSET", "held", "h", 1, 5, now + 600000, tail],
+        ["PADLOCK.LOCKSET", "freed", "h", 0, 0, 0, tail],
+    ])
+    r = s.client()
+    assert r.info("padlock")["padlock_request_ids"] == 2, "the two well formed tails"
+    assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+    assert r.info("padlock")["padlock_request_ids"] == 2
+    # Remembered under its holder: the same id with other arguments is
+    # refused as a reuse.
+    with pytest.raises(redis.ResponseError, match="used for another request"):
+        r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "r1")
+
+
 def test_effects_obey_max_holder_len(make_server):
     s, _ = aof_server(make_server, [
         ["PADLOCK.LOCKSET", "short", "abcd", 1, 5, 0],

@@ -140,10 +140,18 @@ fn save_answer(rdb: *mut raw::RedisModuleIO, a: &Answer) {
     }
 }
 
+/// What `aux_load` takes back. `aux_save` writes nothing else, so an RDB
+/// (or an AOF's RDB preamble) padlock wrote always loads: one record it
+/// could not read back would stop the whole server from starting.
+fn loads(holder: &[u8], id: &[u8]) -> bool {
+    ids::valid_id(id) && !holder.is_empty() && holder.len() <= MAX_HOLDER_LEN
+}
+
 pub fn aux_save(rdb: *mut raw::RedisModuleIO) {
     with(|m| {
-        raw::save_unsigned(rdb, m.len() as u64);
-        for (at, r) in m.all() {
+        let saved = || m.all().filter(|(at, r)| loads(at.holder(), &r.id));
+        raw::save_unsigned(rdb, saved().count() as u64);
+        for (at, r) in saved() {
             raw::save_signed(rdb, i64::from(at.db));
             raw::save_slice(rdb, at.key());
             raw::save_slice(rdb, at.holder());
@@ -181,7 +189,7 @@ pub fn aux_load(rdb: *mut raw::RedisModuleIO) -> Result<(), &'static str> {
             }
             _ => return Err("reply too long"),
         };
-        if !ids::valid_id(&id) || holder.is_empty() || holder.len() > MAX_HOLDER_LEN {
+        if !loads(&holder, &id) {
             return Err("request-id or holder of a wrong length");
         }
         let at = Address::new(db, &key, &holder);
