@@ -84,8 +84,10 @@ def test_fences_increase_after_restart_without_data(make_server):
     assert r.execute_command("LOCK.ACQUIRE", "k0", "h", 1000) > max(fences)
 
 
-def start_pair(make_server):
-    master = make_server(extra=["--repl-diskless-sync-delay", "0"])
+def start_pair(make_server, module_args=(), extra=()):
+    """A master (with `module_args` and `extra` server arguments) and its
+    replica, linked."""
+    master = make_server(module_args=module_args, extra=["--repl-diskless-sync-delay", "0", *extra])
     replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
     m, rep = master.client(), replica.client()
     assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)

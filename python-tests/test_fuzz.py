@@ -1,7 +1,8 @@
-"""Fuzz on a fixed seed (`PADLOCK_FUZZ_SEED`, default 2026): random padlock commands with random arguments and
-byte strings against a live server. The server must never crash, and a
-command answered with an error must leave every key as it was (only the
-leases' own expiry may change things meanwhile). `make test` runs it for a
+"""Fuzz on a fixed seed (`PADLOCK_FUZZ_SEED`, default 2026): random padlock
+commands with random arguments and byte strings against a live server.
+The server must never crash, and a command answered with an error must
+leave every key as it was (only the leases' own expiry may change things
+meanwhile). `make test` runs it for a
 few seconds per server; `PADLOCK_FUZZ_SECONDS` makes it longer (`make
 torture` does)."""
 

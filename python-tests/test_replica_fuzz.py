@@ -22,6 +22,7 @@ import pytest
 import redis
 
 from conftest import wait_for
+from test_durability import start_pair
 
 SECONDS = float(os.environ.get("PADLOCK_FUZZ_SECONDS", "3"))
 SEED = int(os.environ.get("PADLOCK_FUZZ_SEED", "2026"))
@@ -188,11 +189,7 @@ def test_a_replica_holds_the_masters_state_and_resends_answer_after(make_server,
     restart = ending != "promoted"
     gen = Gen(rng, keep=not restart, ttls=HOURS if restart else TTLS)
     aof = ["--appendonly", "yes", "--appendfsync", "always"] if ending == "aof" else []
-    master = make_server(module_args=LASTING if restart else (),
-                         extra=["--repl-diskless-sync-delay", "0", *aof])
-    replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
-    m, rep = master.client(), replica.client()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    master, replica, m, rep = start_pair(make_server, LASTING if restart else (), aof)
     ms, reps = [m, master.client(db=1)], [rep, replica.client(db=1)]
     m.set(b"warm", 1)
     assert m.wait(1, 5000) == 1

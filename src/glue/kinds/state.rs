@@ -65,13 +65,11 @@ fn with_id<'a, K: SetState>(
         print,
         rule,
     } = piggy::parse(tail)?;
-    // The id is remembered under this holder, and an RDB whose ids name
-    // an empty or overlong holder does not load: checked here, since a
+    // The id is remembered under this holder, which must be one a state
+    // may name (an RDB's ids do not load otherwise): checked here, since a
     // state that frees the key (a count of 0) reads no holder of its own.
     let holder = own.get(2).map_or(&[][..], |h| h.bytes());
-    if holder.is_empty() || holder.len() > max_holder() {
-        return Err(Error::HolderLength { max: max_holder() });
-    }
+    crate::core::stored::holder(holder, max_holder()).map_err(invalid)?;
     let answer = K::fields(own)?.answer(rule);
     let tag = Tag {
         at: Address::new(

@@ -144,7 +144,7 @@ fn save_answer(rdb: *mut raw::RedisModuleIO, a: &Answer) {
 /// (or an AOF's RDB preamble) padlock wrote always loads: one record it
 /// could not read back would stop the whole server from starting.
 fn loads(holder: &[u8], id: &[u8]) -> bool {
-    ids::valid_id(id) && !holder.is_empty() && holder.len() <= MAX_HOLDER_LEN
+    ids::valid_id(id) && crate::core::stored::holder(holder, MAX_HOLDER_LEN).is_ok()
 }
 
 pub fn aux_save(rdb: *mut raw::RedisModuleIO) {
