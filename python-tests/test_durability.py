@@ -94,6 +94,54 @@ def start_pair(make_server, module_args=(), extra=()):
     return master, replica, m, rep
 
 
+def test_a_lower_max_holder_len_loses_no_hold(make_server):
+    # Holds taken under a bound of 512 outlive an AOF restart under 100, on
+    # a replica whose bound is 100 too, and their holders can still give
+    # them back (a release stores no holder); only new holds obey 100.
+    extra = ["--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble", "no"]
+    master = make_server(module_args=("max-holder-len", "512"),
+                         extra=["--repl-diskless-sync-delay", "0", *extra])
+    replica = make_server(module_args=("max-holder-len", "100"),
+                          extra=["--replicaof", "127.0.0.1", str(master.port)])
+    m, rep = master.client(), replica.client()
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    h = "x" * 300
+    f = m.execute_command("LOCK.ACQUIRE", "a", h, 60000, "ID", "r1")
+    m.execute_command("LOCK.ACQUIRE", "a", h, 60000, "ID", "r2")
+    assert m.execute_command("LOCK.RELEASE", "a", h, "ID", "r3") == 1
+    m.execute_command("LOCK.ACQUIRE", "b", h, 60000)
+    m.execute_command("SEM.ACQUIRE", "s", h, 3, 60000, "PERMITS", 2, "ID", "r4")
+    assert m.execute_command("SEM.RELEASE", "s", h, "PERMITS", 1, "ID", "r5") == 1
+    m.execute_command("RWLOCK.ACQUIRE", "w", h, "READ", 60000)
+    m.execute_command("RWLOCK.ACQUIRE", "w", h, "READ", 60000)
+    assert m.execute_command("RWLOCK.RELEASE", "w", h, "READ", "ID", "r6") == [1, 0]
+    assert m.wait(1, 2000) == 1
+    keys = ("a", "b", "s", "w")
+    dumps = [m.dump(k) for k in keys]
+    assert [rep.dump(k) for k in keys] == dumps
+    m.config_set("padlock.max-holder-len", 100)
+    master.kill()
+    master.module_args = ("max-holder-len", "100")
+    master.start()
+    m = master.client()
+    assert [m.dump(k) for k in keys] == dumps
+    assert lock_state(m, "a") == (h.encode(), 1, f)
+    # The releases' ids were remembered where they ran again.
+    for r in (m, rep):
+        assert r.info("padlock")["padlock_request_ids"] >= 6
+    assert m.execute_command("LOCK.RELEASE", "a", h, "ID", "r3") == 1, "a resend replays"
+    assert m.execute_command("LOCK.RELEASE", "a", h, "ID", "r7") == 0
+    assert m.execute_command("LOCK.MRELEASE", 1, "b", h) == [0]
+    assert m.execute_command("SEM.RELEASE", "s", h) == 0
+    assert m.execute_command("RWLOCK.RELEASE", "w", h, "READ") == [0, 0]
+    assert m.execute_command("LOCK.CANCEL", "a", h, "r9") == 0
+    with pytest.raises(redis.ResponseError, match="^holder must be 1 to 100 bytes long$"):
+        m.execute_command("LOCK.ACQUIRE", "a", h, 1000)
+    with pytest.raises(redis.ResponseError, match="^holder must be 1 to 100 bytes long$"):
+        m.execute_command("LOCK.EXTEND", "a", h, 1000)
+    assert m.dbsize() == 0
+
+
 def test_replica_ends_in_the_masters_state(make_server):
     master, replica, m, rep = start_pair(make_server)
     populate(m)

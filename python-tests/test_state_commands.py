@@ -112,7 +112,7 @@ def test_aof_applies_effects_and_refuses_what_cannot_load(make_server):
         ["PADLOCK.LOCKSET", "count-big", "h", big, 5, 0],
         ["PADLOCK.LOCKSET", "count-0", "h", 0, 5, 0],
         ["PADLOCK.LOCKSET", "deadline-big", "h", 1, 5, big],
-        ["PADLOCK.LOCKSET", "holder-long", "h" * 600, 1, 5, 0],
+        ["PADLOCK.LOCKSET", "holder-long", "h" * 65537, 1, 5, 0],
         ["PADLOCK.SEMSET", "sem", "a", 5, 2, 9999999999999],
         ["PADLOCK.SEMSET", "sem-deadline", "h", 5, 2, big],
         ["PADLOCK.SEMSET", "sem-permits", "h", 5, 2**31, 9999999999999],
@@ -192,7 +192,7 @@ def test_an_id_riding_on_a_free_needs_a_holder_an_rdb_can_load(make_server):
     tail = b"%d:1:fence:r1" % now
     s, _ = aof_server(make_server, [
         ["PADLOCK.LOCKSET", "empty", "", 0, 0, 0, tail],
-        ["PADLOCK.LOCKSET", "long", "h" * 600, 0, 0, 0, tail],
+        ["PADLOCK.LOCKSET", "long", "h" * 65537, 0, 0, 0, tail],
         ["PADLOCK.LOCKSET", "held", "h", 1, 5, now + 600000, tail],
         ["PADLOCK.LOCKSET", "freed", "h", 0, 0, 0, tail],
     ])
@@ -206,13 +206,21 @@ def test_an_id_riding_on_a_free_needs_a_holder_an_rdb_can_load(make_server):
         r.execute_command("LOCK.RELEASE", "freed", "h", "ID", "r1")
 
 
-def test_effects_obey_max_holder_len(make_server):
+def test_effects_take_the_holders_an_rdb_loads(make_server):
+    # The master judged the holder by its own max-holder-len (higher than
+    # this server's, or than it is now): an effect refused here would lose
+    # a hold the master keeps. The bound of what loads is 64 KiB.
     s, _ = aof_server(make_server, [
         ["PADLOCK.LOCKSET", "short", "abcd", 1, 5, 0],
         ["PADLOCK.LOCKSET", "long", "abcde", 1, 6, 0],
+        ["PADLOCK.SEMSET", "sem", "h" * 600, 3, 1, 9999999999999],
+        ["PADLOCK.RWSET", "rw", "h" * 600, 1, 0, 7, 9999999999999],
+        ["PADLOCK.LOCKSET", "too-long", "h" * 65537, 1, 8, 0],
     ], module_args=["max-holder-len", "4"])
     r = s.client()
-    assert r.exists("short") == 1 and r.exists("long") == 0
+    assert r.exists("short", "long", "sem", "rw") == 4 and r.exists("too-long") == 0
+    assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+    assert r.exists("short", "long", "sem", "rw") == 4
 
 
 def read_aof_incr(d):

@@ -30,6 +30,18 @@ pub fn limits() -> Limits {
     }
 }
 
+/// The bounds of a command that gives a hold back and stores no holder (a
+/// release, a cancel): `max-holder-len` bounds the holders that take
+/// something, so a hold taken before it was lowered, or on a master whose
+/// bound is higher, can still be given back, on the master, on its
+/// replicas and from its AOF (a release travels as itself).
+pub fn limits_to_give_back() -> Limits {
+    Limits {
+        max_holder_len: crate::core::bounds::MAX_HOLDER_LEN,
+        ..limits()
+    }
+}
+
 /// `restart-grace-ms`: -1 auto, 0 off, n ms.
 pub struct GraceSetting(AtomicI64);
 

@@ -14,7 +14,6 @@ use crate::core::args::{parse_int, Arg};
 use crate::core::error::Error;
 use crate::core::ids::Address;
 use crate::core::stored::Invalid;
-use crate::glue::config::limits;
 use crate::glue::requests::piggy::{self, Fields};
 use crate::glue::requests::{self, rider, Tag};
 use crate::glue::types::Value;
@@ -123,7 +122,10 @@ pub fn invalid(why: Invalid) -> Error {
     Error::Invalid(why)
 }
 
-/// Effects obey `max-holder-len` like commands do.
+/// Effects take the holders an RDB load and `RESTORE` take: the master
+/// judged them by its own `max-holder-len`, which may be higher than this
+/// server's, or than it is now (an AOF written before it was lowered).
+/// Refusing one here would lose a hold the master keeps.
 pub fn max_holder() -> usize {
-    limits().max_holder_len
+    crate::core::bounds::MAX_HOLDER_LEN
 }

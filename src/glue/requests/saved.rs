@@ -64,7 +64,8 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
             max: crate::core::ids::MAX_ID_LEN,
         });
     }
-    if holder.bytes().is_empty() || holder.bytes().len() > MAX_HOLDER_LEN {
+    // The bound the RDB loads by (`rdb::loads`): what is taken here saves.
+    if crate::core::stored::holder(holder.bytes(), MAX_HOLDER_LEN).is_err() {
         return Err(Error::HolderLength {
             max: MAX_HOLDER_LEN,
         });
