@@ -2,7 +2,8 @@
 # every test. Both install what is missing first (see scripts/deps.sh).
 
 SO      := target/release/libpadlock.so
-PORT    ?= 6379
+# make run's port: empty takes 6379, or the next free one (scripts/run.sh)
+PORT    ?=
 VENV    := .venv
 PYTEST  := $(VENV)/bin/python -m pytest -q -p no:cacheprovider python-tests
 # A client suite that hangs (a client left reconnecting to a stopped
@@ -21,10 +22,7 @@ build: deps
 	@chmod +x $(SO)
 
 run: build
-	@echo "==> redis-server on 127.0.0.1:$(PORT) with padlock loaded"
-	@echo "    connect: redis-cli -p $(PORT)    try: LOCK.ACQUIRE mylock me 30000"
-	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no \
-		--loadmodule $(abspath $(SO))
+	@scripts/run.sh $(abspath $(SO)) $(PORT)
 
 test: build
 	@scripts/deps.sh --python
