@@ -2,6 +2,8 @@
 # every test. Both install what is missing first (see scripts/deps.sh).
 
 SO      := target/release/libpadlock.so
+# Where scripts/deps.sh puts Rust when the machine has none.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 # make run's port: empty takes 6379, or the next free one (scripts/run.sh)
 PORT    ?=
 VENV    := .venv

@@ -19,9 +19,24 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Rust: Debian's own (1.63 on bookworm) is older than the crates need, so
+# a machine without cargo gets rustup's stable toolchain in ~/.cargo (the
+# Makefile puts ~/.cargo/bin on its PATH).
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo is missing: install Rust (https://rustup.rs) first" >&2
-  exit 1
+  echo "==> installing Rust (rustup, stable, into ~/.cargo)"
+  if ! command -v curl >/dev/null 2>&1; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq curl ca-certificates >/dev/null
+  fi
+  if ! curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+    sh -s -- -y --profile minimal --default-toolchain stable >/dev/null; then
+    echo "cargo is missing and rustup could not be fetched: install Rust" \
+      "(https://rustup.rs), then run make again" >&2
+    exit 1
+  fi
 fi
 
 if [ "${1:-}" = "--node" ]; then
