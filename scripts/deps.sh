@@ -20,8 +20,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # Rust: Debian's own (1.63 on bookworm) is older than the crates need, so
-# a machine without cargo gets rustup's stable toolchain in ~/.cargo (the
-# Makefile puts ~/.cargo/bin on its PATH).
+# a machine without cargo gets rustup's stable toolchain, rustfmt and
+# clippy in ~/.cargo (the Makefile puts ~/.cargo/bin on its PATH).
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
@@ -32,7 +32,7 @@ if ! command -v cargo >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq curl ca-certificates >/dev/null
   fi
   if ! curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
-    sh -s -- -y --profile minimal --default-toolchain stable >/dev/null; then
+    sh -s -- -y --profile minimal -c rustfmt -c clippy --default-toolchain stable >/dev/null; then
     echo "cargo is missing and rustup could not be fetched: install Rust" \
       "(https://rustup.rs), then run make again" >&2
     exit 1
