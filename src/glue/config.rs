@@ -6,6 +6,7 @@ use redis_module::configuration::ConfigurationContext;
 use redis_module::{ConfigurationValue, RedisError, RedisString};
 
 use crate::core::args::Limits;
+use crate::core::error::Error;
 use crate::core::grace::Grace;
 use crate::core::settings::{self as s, Eviction};
 
@@ -34,12 +35,32 @@ pub fn limits() -> Limits {
 /// release, a cancel): `max-holder-len` bounds the holders that take
 /// something, so a hold taken before it was lowered, or on a master whose
 /// bound is higher, can still be given back, on the master, on its
-/// replicas and from its AOF (a release travels as itself).
+/// replicas and from its AOF (a release travels as itself). What such a
+/// holder answers when it held nothing is `gave_back`'s.
 pub fn limits_to_give_back() -> Limits {
     Limits {
         max_holder_len: crate::core::bounds::MAX_HOLDER_LEN,
         ..limits()
     }
+}
+
+/// A give-back's answer: a holder past `max-holder-len` that held nothing
+/// is refused as too long, as every other command refuses it; one that
+/// held something gave it back.
+pub fn gave_back<T>(holder: &[u8], r: Result<T, Error>) -> Result<T, Error> {
+    match r {
+        Err(e @ Error::NotHeld { .. }) => within_max_holder(holder).and(Err(e)),
+        r => r,
+    }
+}
+
+/// `max-holder-len`, for a holder that was let past it to give back.
+pub fn within_max_holder(holder: &[u8]) -> Result<(), Error> {
+    let max = limits().max_holder_len;
+    if holder.len() > max {
+        return Err(Error::HolderLength { max });
+    }
+    Ok(())
 }
 
 /// `restart-grace-ms`: -1 auto, 0 off, n ms.

@@ -11,7 +11,7 @@ use crate::glue::commands::spec::{
     commands, Ids, Keys, COUNTED_GRANT, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW, RENEW,
 };
 use crate::glue::commands::{declare_keys, grant_or_wait, keeping, mailbox_of, try_now, Wait};
-use crate::glue::config::{limits, limits_to_give_back};
+use crate::glue::config::{gave_back, limits, limits_to_give_back, within_max_holder};
 use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -110,7 +110,7 @@ pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::key_holder(&args[1..], &limits_to_give_back())?;
-    let count = kind::release(ctx, req.key, req.holder, None)?;
+    let count = gave_back(req.holder, kind::release(ctx, req.key, req.holder, None))?;
     Ok(RedisValue::Integer(count as i64))
 }
 
@@ -206,7 +206,7 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
         return Ok(RedisValue::NoReply);
     }
     let req = crate::core::lock::args::lock_mrelease(&args[1..], &limits_to_give_back())?;
-    let counts = kind::mrelease(ctx, req.keys, req.holder)?;
+    let counts = gave_back(req.holder, kind::mrelease(ctx, req.keys, req.holder))?;
     Ok(RedisValue::Array(
         counts
             .into_iter()
@@ -218,6 +218,9 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
 pub fn cancel(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
     let req = args::lock_cancel(&args[1..], &limits_to_give_back())?;
     let was_queued = waiting::cancel(ctx, req.key, req.holder, req.request_id);
+    if !was_queued {
+        within_max_holder(req.holder)?;
+    }
     Ok(RedisValue::Integer(i64::from(was_queued)))
 }
 

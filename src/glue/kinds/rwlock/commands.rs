@@ -9,7 +9,7 @@ use crate::core::keep::ttl_left;
 use crate::core::rwlock::{Grant, Mode, RwLock};
 use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
 use crate::glue::commands::{grant_or_wait, keeping, mailbox_of, try_now, Wait};
-use crate::glue::config::{limits, limits_to_give_back};
+use crate::glue::config::{gave_back, limits, limits_to_give_back};
 use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -92,7 +92,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let req = crate::core::rwlock::args::rw_release(&args[1..], &limits_to_give_back())?;
     // Sent as itself by the master: its other holders are the master's.
     let now = (!crate::glue::requests::rider::runs_again(ctx)).then(now_ms);
-    let (reads, writes) = kind::release(ctx, req.key, req.holder, req.mode, None, now)?;
+    let (reads, writes) = gave_back(
+        req.holder,
+        kind::release(ctx, req.key, req.holder, req.mode, None, now),
+    )?;
     Ok(RedisValue::Array(vec![
         RedisValue::Integer(reads as i64),
         RedisValue::Integer(writes as i64),

@@ -8,7 +8,7 @@ use crate::core::error::Error;
 use crate::core::semaphore::Semaphore;
 use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
 use crate::glue::commands::{grant_or_wait, keeping, mailbox_of, try_now, Wait};
-use crate::glue::config::{limits, limits_to_give_back};
+use crate::glue::config::{gave_back, limits, limits_to_give_back};
 use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -82,7 +82,10 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
     let req = crate::core::semaphore::args::sem_release(&args[1..], &limits_to_give_back())?;
     // Sent as itself by the master: its other holders are the master's.
     let now = (!crate::glue::requests::rider::runs_again(ctx)).then(now_ms);
-    let left = kind::release(ctx, req.key, req.holder, req.permits, now)?;
+    let left = gave_back(
+        req.holder,
+        kind::release(ctx, req.key, req.holder, req.permits, now),
+    )?;
     Ok(RedisValue::Integer(left as i64))
 }
 
