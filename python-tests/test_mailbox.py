@@ -146,6 +146,17 @@ def test_cancel_before_and_after_the_grant(server, r):
     assert not r.exists("mb"), "a cancelled request mails nothing"
 
 
+def test_cancel_after_max_holder_len_was_lowered(server, r):
+    h = "b" * 300
+    r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
+    acquire(r, "k", h, "rb")
+    r.config_set("padlock.max-holder-len", 100)
+    assert r.execute_command("LOCK.CANCEL", "k", h, "rb") == 1
+    assert info(r, "k")["waiters"] == 0
+    with pytest.raises(redis.ResponseError, match="^holder must be 1 to 100 bytes long$"):
+        r.execute_command("LOCK.CANCEL", "k", h, "rb")
+
+
 def test_cancel_serves_whoever_was_behind(server, r):
     r.execute_command("SEM.ACQUIRE", "s", "x", 3, 10000, "PERMITS", 2)
     r.execute_command("SEM.ACQUIRE", "s", "big", 3, 10000, "PERMITS", 2, "BLOCK", 5000,
