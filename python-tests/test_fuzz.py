@@ -34,6 +34,22 @@ TOKENS = [b"BLOCK", b"PERMITS", b"KEEP", b"READ", b"WRITE", b"read", b"keep", b"
 MAILBOXES = [b"mb", b"{t}mb"]
 #: Few request-ids, so that resends and reuses for other requests come up.
 RIDS = [b"r1", b"r2", b"r3"]
+#: Settings an operator may change under live holds and queues (each at
+#: its bounds and its default): what was accepted under one must still
+#: save, load and be given back under another.
+SETTINGS = {
+    "max-ttl-ms": [100, 60000, 86400000],
+    "max-holder-len": [1, 2, 512, 65536],
+    "max-waiters-per-key": [1, 2, 10000],
+    "max-waiters": [1, 3, 100000],
+    "max-wait-edges": [1, 2, 100000],
+    "keep-max-idle-ms": [0, 20, 5000],
+    "keep-min-interval-ms": [1, 100, 1000],
+    "id-memory-ms": [1, 50, 60000],
+    "max-ids-per-holder": [1, 2, 16],
+    "max-remembered-ids": [0, 1, 5, 100000],
+    "mailbox-ttl-ms": [1, 100, 60000],
+}
 
 
 def value(rng):
@@ -147,7 +163,16 @@ def test_fuzz(server):
     deadline = time.time() + SECONDS
     n = errors = checked = restored = 0
     last = None
+    settings = 0
+    defaults = {k: r.config_get(f"padlock.{k}")[f"padlock.{k}"] for k in SETTINGS}
     while time.time() < deadline:
+        if rng.random() < 0.02:
+            # Half the time one goes back to its default: the others'
+            # extremes still refuse much.
+            name = rng.choice(sorted(SETTINGS))
+            v = rng.choice(SETTINGS[name]) if rng.random() < 0.5 else defaults[name]
+            r.config_set(f"padlock.{name}", v)
+            settings += 1
         # Now and then the last command again, as a client resends it.
         name, args = last if last and rng.random() < 0.1 else command(rng)
         last = (name, args)
@@ -180,8 +205,14 @@ def test_fuzz(server):
             restored += loadable(r)
             # The KEEP invariant: a lease held far away has a binding.
             assert kept_without_binding(r, dbs=[0]) == []
+    # The end's checks under the settings' defaults (replays and posts
+    # counted, leases let go), after a reload under the fuzz's last ones.
+    reloads_to_the_same_state(r)
+    for name, v in defaults.items():
+        r.config_set(f"padlock.{name}", v)
     stats = r.info("padlock")
-    print(f"fuzz: {n} commands, {errors} errors, {checked} key checks after errors, "
+    print(f"fuzz: {n} commands ({settings} settings changed), {errors} errors, "
+          f"{checked} key checks after errors, "
           f"{restored} values DUMPed and RESTOREd, {stats['padlock_mailbox_posts']} posts, "
           f"{stats['padlock_requests_replayed']} replays, {stats['padlock_cancelled']} cancelled")
     assert server.alive() and r.ping()
@@ -231,7 +262,9 @@ def reloads_to_the_same_state(r):
     after = {k: view(r, k)[0] for k in before}
     assert after == before
     assert r.info("padlock")["padlock_last_fence"] == fence
-    assert r.execute_command("LOCK.ACQUIRE", b"{t}after", b"h", 1000) > fence
+    # (Within every max-ttl-ms and max-holder-len the fuzz sets.)
+    assert r.execute_command("LOCK.ACQUIRE", b"{t}after", b"h", 100) > fence
+    assert r.execute_command("LOCK.RELEASE", b"{t}after", b"h") == 0
 
 
 def effect_value(rng, now):
