@@ -56,11 +56,7 @@ pub fn gave_back<T>(holder: &[u8], r: Result<T, Error>) -> Result<T, Error> {
 
 /// `max-holder-len`, for a holder that was let past it to give back.
 pub fn within_max_holder(holder: &[u8]) -> Result<(), Error> {
-    let max = limits().max_holder_len;
-    if holder.len() > max {
-        return Err(Error::HolderLength { max });
-    }
-    Ok(())
+    crate::core::args::holder(&holder, &limits()).map(|_| ())
 }
 
 /// `restart-grace-ms`: -1 auto, 0 off, n ms.

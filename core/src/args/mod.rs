@@ -67,7 +67,8 @@ pub(crate) fn ranged(arg: &impl Arg, name: &'static str, min: i64, max: i64) -> 
     }
 }
 
-pub(crate) fn holder<'a>(arg: &'a impl Arg, limits: &Limits) -> Result<&'a [u8], Error> {
+/// A holder within the bound in force, the one length check of every command.
+pub fn holder<'a>(arg: &'a impl Arg, limits: &Limits) -> Result<&'a [u8], Error> {
     let h = arg.bytes();
     if h.is_empty() || h.len() > limits.max_holder_len {
         return Err(Error::HolderLength {
