@@ -44,6 +44,18 @@ pub fn limits_to_give_back() -> Limits {
     }
 }
 
+/// Parses a give-back command by `limits_to_give_back`; a holder it
+/// refuses (empty, or past 64 KiB) is told the bound in force, as on
+/// every other command.
+pub fn give_back_args<T>(parse: impl FnOnce(&Limits) -> Result<T, Error>) -> Result<T, Error> {
+    parse(&limits_to_give_back()).map_err(|e| match e {
+        Error::HolderLength { .. } => Error::HolderLength {
+            max: limits().max_holder_len,
+        },
+        e => e,
+    })
+}
+
 /// A give-back's answer: a holder past `max-holder-len` that held nothing
 /// is refused as too long, as every other command refuses it; one that
 /// held something gave it back.

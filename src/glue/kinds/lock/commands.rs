@@ -11,7 +11,7 @@ use crate::glue::commands::spec::{
     commands, Ids, Keys, COUNTED_GRANT, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW, RENEW,
 };
 use crate::glue::commands::{declare_keys, grant_or_wait, keeping, mailbox_of, try_now, Wait};
-use crate::glue::config::{gave_back, limits, limits_to_give_back, within_max_holder};
+use crate::glue::config::{gave_back, give_back_args, limits, within_max_holder};
 use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -109,7 +109,7 @@ pub fn reenter(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::key_holder(&args[1..], &limits_to_give_back())?;
+    let req = give_back_args(|l| args::key_holder(&args[1..], l))?;
     let count = gave_back(req.holder, kind::release(ctx, req.key, req.holder, None))?;
     Ok(RedisValue::Integer(count as i64))
 }
@@ -205,7 +205,7 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
     if declare_keys(ctx, args, 1) {
         return Ok(RedisValue::NoReply);
     }
-    let req = crate::core::lock::args::lock_mrelease(&args[1..], &limits_to_give_back())?;
+    let req = give_back_args(|l| crate::core::lock::args::lock_mrelease(&args[1..], l))?;
     let counts = gave_back(req.holder, kind::mrelease(ctx, req.keys, req.holder))?;
     Ok(RedisValue::Array(
         counts
@@ -216,7 +216,7 @@ pub fn mrelease(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error
 }
 
 pub fn cancel(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = args::lock_cancel(&args[1..], &limits_to_give_back())?;
+    let req = give_back_args(|l| args::lock_cancel(&args[1..], l))?;
     let was_queued = waiting::cancel(ctx, req.key, req.holder, req.request_id);
     if !was_queued {
         within_max_holder(req.holder)?;

@@ -9,7 +9,7 @@ use crate::core::keep::ttl_left;
 use crate::core::rwlock::{Grant, Mode, RwLock};
 use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
 use crate::glue::commands::{grant_or_wait, keeping, mailbox_of, try_now, Wait};
-use crate::glue::config::{gave_back, limits, limits_to_give_back};
+use crate::glue::config::{gave_back, give_back_args, limits};
 use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -89,7 +89,7 @@ fn acquire_bound(
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = crate::core::rwlock::args::rw_release(&args[1..], &limits_to_give_back())?;
+    let req = give_back_args(|l| crate::core::rwlock::args::rw_release(&args[1..], l))?;
     // Sent as itself by the master: its other holders are the master's.
     let now = (!crate::glue::requests::rider::runs_again(ctx)).then(now_ms);
     let (reads, writes) = gave_back(

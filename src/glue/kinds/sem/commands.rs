@@ -8,7 +8,7 @@ use crate::core::error::Error;
 use crate::core::semaphore::Semaphore;
 use crate::glue::commands::spec::{commands, Ids, Keys, GIVE_BACK, LOOK, ONE_GRANT, ONE_RENEW};
 use crate::glue::commands::{grant_or_wait, keeping, mailbox_of, try_now, Wait};
-use crate::glue::config::{gave_back, limits, limits_to_give_back};
+use crate::glue::config::{gave_back, give_back_args, limits};
 use crate::glue::eviction;
 use crate::glue::keep;
 use crate::glue::key::Key;
@@ -79,7 +79,7 @@ fn acquire_bound(
 }
 
 pub fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error> {
-    let req = crate::core::semaphore::args::sem_release(&args[1..], &limits_to_give_back())?;
+    let req = give_back_args(|l| crate::core::semaphore::args::sem_release(&args[1..], l))?;
     // Sent as itself by the master: its other holders are the master's.
     let now = (!crate::glue::requests::rider::runs_again(ctx)).then(now_ms);
     let left = gave_back(
