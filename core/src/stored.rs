@@ -13,12 +13,13 @@ use super::bounds::{MAX_DEADLINE_MS, MAX_FENCE, MAX_HOLDER_LEN};
 /// command's error reply).
 pub type Invalid = &'static str;
 
-/// A holder name; `max` is the ceiling for loaded values and
-/// `max-holder-len` for state commands.
-pub fn holder(h: &[u8], max: usize) -> Result<(), Invalid> {
+/// A holder name, within the hard bound whatever `max-holder-len` says:
+/// a master, or this server before the setting was lowered, judged it by
+/// its own, and refusing it here would lose a hold that is kept there.
+pub fn holder(h: &[u8]) -> Result<(), Invalid> {
     match h.len() {
         0 => Err("empty holder"),
-        n if n > max.min(MAX_HOLDER_LEN) => Err("holder longer than max-holder-len"),
+        n if n > MAX_HOLDER_LEN => Err("holder longer than 65536 bytes"),
         _ => Ok(()),
     }
 }
@@ -68,21 +69,22 @@ mod tests {
     use crate::semaphore::stored::*;
     use crate::since::Since;
 
-    const M: usize = MAX_HOLDER_LEN;
-
     #[test]
     fn locks() {
-        assert!(lock(b"a", M, 1, 1).is_ok());
-        assert!(lock(b"", M, 1, 1).is_err());
-        assert!(lock(&[b'x'; MAX_HOLDER_LEN + 1], M, 1, 1).is_err());
-        assert!(lock(b"abc", 2, 1, 1).is_err(), "longer than max-holder-len");
-        assert!(lock(b"a", M, 0, 1).is_err());
-        assert!(lock(b"a", M, 1, 0).is_err());
-        assert!(lock(b"a", M, u64::MAX, 1).is_err());
-        assert!(lock(b"a", M, MAX_COUNT + 1, 1).is_err());
-        assert!(lock(b"a", M, MAX_COUNT, MAX_FENCE).is_ok());
-        assert!(lock(b"a", M, 1, MAX_FENCE + 1).is_err());
-        assert!(lock(b"a", M, 1, i64::MAX as u64).is_err());
+        assert!(lock(b"a", 1, 1).is_ok());
+        assert!(lock(b"", 1, 1).is_err());
+        assert!(lock(&[b'x'; MAX_HOLDER_LEN + 1], 1, 1).is_err());
+        assert!(
+            lock(&[b'x'; MAX_HOLDER_LEN], 1, 1).is_ok(),
+            "whatever max-holder-len says"
+        );
+        assert!(lock(b"a", 0, 1).is_err());
+        assert!(lock(b"a", 1, 0).is_err());
+        assert!(lock(b"a", u64::MAX, 1).is_err());
+        assert!(lock(b"a", MAX_COUNT + 1, 1).is_err());
+        assert!(lock(b"a", MAX_COUNT, MAX_FENCE).is_ok());
+        assert!(lock(b"a", 1, MAX_FENCE + 1).is_err());
+        assert!(lock(b"a", 1, i64::MAX as u64).is_err());
     }
 
     #[test]
@@ -91,10 +93,10 @@ mod tests {
         assert!(key_deadline(MAX_DEADLINE_MS).is_ok());
         assert!(key_deadline(MAX_DEADLINE_MS + 1).is_err());
         assert!(key_deadline(-1).is_err());
-        assert!(sem_holder(b"h", M, 0, 0, true).is_ok(), "a holder leaving");
-        assert!(sem_holder(b"h", M, 0, 0, false).is_err());
-        assert!(sem_holder(b"h", M, 2, i64::MAX, true).is_err());
-        assert!(sem_holder(b"h", M, 2, 0, true).is_err());
+        assert!(sem_holder(b"h", 0, 0, true).is_ok(), "a holder leaving");
+        assert!(sem_holder(b"h", 0, 0, false).is_err());
+        assert!(sem_holder(b"h", 2, i64::MAX, true).is_err());
+        assert!(sem_holder(b"h", 2, 0, true).is_err());
         let none = rwlock::Entry {
             reads: 0,
             writes: 0,
@@ -102,15 +104,15 @@ mod tests {
             deadline_ms: 0,
             since: Since::UNKNOWN,
         };
-        assert!(rw_entry(b"h", M, &none, true).is_ok());
-        assert!(rw_entry(b"h", M, &none, false).is_err());
+        assert!(rw_entry(b"h", &none, true).is_ok());
+        assert!(rw_entry(b"h", &none, false).is_err());
         let big = rwlock::Entry {
             reads: 1,
             fence: MAX_FENCE + 1,
             deadline_ms: 5,
             ..none
         };
-        assert!(rw_entry(b"h", M, &big, true).is_err());
+        assert!(rw_entry(b"h", &big, true).is_err());
     }
 
     #[test]

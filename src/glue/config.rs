@@ -31,24 +31,20 @@ pub fn limits() -> Limits {
     }
 }
 
-/// The bounds of a command that gives a hold back and stores no holder (a
-/// release, a cancel): `max-holder-len` bounds the holders that take
-/// something, so a hold taken before it was lowered, or on a master whose
-/// bound is higher, can still be given back, on the master, on its
-/// replicas and from its AOF (a release travels as itself). What such a
-/// holder answers when it held nothing is `gave_back`'s.
-pub fn limits_to_give_back() -> Limits {
-    Limits {
+/// Parses a command that gives a hold back and stores no holder (a
+/// release, a cancel) with holders up to the hard bound: `max-holder-len`
+/// bounds the holders that take something, so a hold taken before it was
+/// lowered, or on a master whose bound is higher, can still be given back,
+/// on the master, on its replicas and from its AOF (a release travels as
+/// itself). A holder it refuses (empty, or past 64 KiB) is told the bound
+/// in force, as on every other command; one that held nothing,
+/// `gave_back`.
+pub fn give_back_args<T>(parse: impl FnOnce(&Limits) -> Result<T, Error>) -> Result<T, Error> {
+    let wide = Limits {
         max_holder_len: crate::core::bounds::MAX_HOLDER_LEN,
         ..limits()
-    }
-}
-
-/// Parses a give-back command by `limits_to_give_back`; a holder it
-/// refuses (empty, or past 64 KiB) is told the bound in force, as on
-/// every other command.
-pub fn give_back_args<T>(parse: impl FnOnce(&Limits) -> Result<T, Error>) -> Result<T, Error> {
-    parse(&limits_to_give_back()).map_err(|e| match e {
+    };
+    parse(&wide).map_err(|e| match e {
         Error::HolderLength { .. } => Error::HolderLength {
             max: limits().max_holder_len,
         },

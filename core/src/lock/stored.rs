@@ -7,8 +7,8 @@ use crate::stored::{fence, holder, Invalid};
 
 /// A lock as stored: the RDB loader and `PADLOCK.LOCKSET` both build it
 /// here.
-pub fn lock(h: &[u8], max_holder: usize, count: u64, f: u64) -> Result<Lock, Invalid> {
-    holder(h, max_holder)?;
+pub fn lock(h: &[u8], count: u64, f: u64) -> Result<Lock, Invalid> {
+    holder(h)?;
     let count = u32::try_from(count)
         .ok()
         .filter(|c| (1..=MAX_COUNT).contains(&u64::from(*c)))

@@ -1,18 +1,13 @@
 //! A read-write lock as stored (RDB, `RESTORE`, `PADLOCK.RWSET`): see `crate::stored`.
 
-use crate::bounds::{MAX_COUNT, MAX_HOLDER_LEN};
+use crate::bounds::MAX_COUNT;
 use crate::rwlock::{self, RwLock};
 use crate::stored::{deadline, fence, holder, Invalid};
 
 /// One read-write lock holder; no holds at all (an effect that removes the
 /// holder) only where `leaving` allows it.
-pub fn rw_entry(
-    h: &[u8],
-    max_holder: usize,
-    e: &rwlock::Entry,
-    leaving: bool,
-) -> Result<(), Invalid> {
-    holder(h, max_holder)?;
+pub fn rw_entry(h: &[u8], e: &rwlock::Entry, leaving: bool) -> Result<(), Invalid> {
+    holder(h)?;
     if e.reads == 0 && e.writes == 0 && leaving {
         return Ok(());
     }
@@ -51,7 +46,7 @@ impl RwLockLoader {
     }
 
     pub fn holder(&mut self, h: &[u8], e: rwlock::Entry) -> Result<(), Invalid> {
-        rw_entry(h, MAX_HOLDER_LEN, &e, false)?;
+        rw_entry(h, &e, false)?;
         if self.rw.holder(h).is_some() {
             return Err("holder named twice");
         }

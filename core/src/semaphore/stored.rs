@@ -1,6 +1,6 @@
 //! A semaphore as stored (RDB, `RESTORE`, `PADLOCK.SEMSET`): see `crate::stored`.
 
-use crate::bounds::{MAX_HOLDER_LEN, MAX_PERMITS};
+use crate::bounds::MAX_PERMITS;
 use crate::semaphore::Semaphore;
 use crate::since::Since;
 use crate::stored::{deadline, holder, Invalid};
@@ -16,14 +16,8 @@ pub fn limit(limit: u64) -> Result<(), Invalid> {
 
 /// One semaphore holder; permits 0 (an effect that removes the holder)
 /// only where `leaving` allows it.
-pub fn sem_holder(
-    h: &[u8],
-    max_holder: usize,
-    permits: u64,
-    deadline_ms: i64,
-    leaving: bool,
-) -> Result<(), Invalid> {
-    holder(h, max_holder)?;
+pub fn sem_holder(h: &[u8], permits: u64, deadline_ms: i64, leaving: bool) -> Result<(), Invalid> {
+    holder(h)?;
     if permits == 0 && leaving {
         return Ok(());
     }
@@ -52,7 +46,7 @@ impl SemaphoreLoader {
     }
 
     pub fn holder(&mut self, h: &[u8], permits: u64, deadline_ms: i64) -> Result<(), Invalid> {
-        sem_holder(h, MAX_HOLDER_LEN, permits, deadline_ms, false)?;
+        sem_holder(h, permits, deadline_ms, false)?;
         if self.sem.holder(h).is_some() {
             return Err("holder named twice");
         }

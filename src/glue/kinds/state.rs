@@ -68,7 +68,7 @@ fn with_id<'a, K: SetState>(
     // may name (an RDB's ids do not load otherwise): checked here, since a
     // state that frees the key (a count of 0) reads no holder of its own.
     let holder = own.get(2).map_or(&[][..], |h| h.bytes());
-    crate::core::stored::holder(holder, max_holder()).map_err(invalid)?;
+    crate::core::stored::holder(holder).map_err(invalid)?;
     let answer = K::fields(own)?.answer(rule);
     let tag = Tag {
         at: Address::new(
@@ -120,12 +120,4 @@ pub fn deadline(arg: &RedisString) -> Result<i64, Error> {
 
 pub fn invalid(why: Invalid) -> Error {
     Error::Invalid(why)
-}
-
-/// Effects take the holders an RDB load and `RESTORE` take: the master
-/// judged them by its own `max-holder-len`, which may be higher than this
-/// server's, or than it is now (an AOF written before it was lowered).
-/// Refusing one here would lose a hold the master keeps.
-pub fn max_holder() -> usize {
-    crate::core::bounds::MAX_HOLDER_LEN
 }

@@ -9,7 +9,6 @@ use std::ptr::null_mut;
 use redis_module::{raw, RedisString};
 
 use super::memory::{bounds, with};
-use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::core::ids::{self, Address, Answer, Remembered};
 
 pub const NAME: &std::ffi::CStr = c"padlock.requestid";
@@ -144,7 +143,7 @@ fn save_answer(rdb: *mut raw::RedisModuleIO, a: &Answer) {
 /// (or an AOF's RDB preamble) padlock wrote always loads: one record it
 /// could not read back would stop the whole server from starting.
 fn loads(holder: &[u8], id: &[u8]) -> bool {
-    ids::valid_id(id) && crate::core::stored::holder(holder, MAX_HOLDER_LEN).is_ok()
+    ids::valid_id(id) && crate::core::stored::holder(holder).is_ok()
 }
 
 pub fn aux_save(rdb: *mut raw::RedisModuleIO) {

@@ -65,7 +65,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Error>
         });
     }
     // The bound the RDB loads by (`rdb::loads`): what is taken here saves.
-    if crate::core::stored::holder(holder.bytes(), MAX_HOLDER_LEN).is_err() {
+    if crate::core::stored::holder(holder.bytes()).is_err() {
         return Err(Error::HolderLength {
             max: MAX_HOLDER_LEN,
         });

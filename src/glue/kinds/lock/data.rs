@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicI64;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use crate::core::bounds::MAX_HOLDER_LEN;
 use crate::core::lock::Lock;
 use crate::core::since::Since;
 use crate::core::stored::Invalid;
@@ -71,7 +70,7 @@ extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut
             let holder = raw::load_string_buffer(rdb).map_err(|_| SHORT)?;
             let count = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
             let fence = raw::load_unsigned(rdb).map_err(|_| SHORT)?;
-            crate::core::lock::stored::lock(holder.as_ref(), MAX_HOLDER_LEN, count, fence)
+            crate::core::lock::stored::lock(holder.as_ref(), count, fence)
         };
         match load() {
             Ok(lock) => {

@@ -41,8 +41,7 @@ impl state::SetState for Lock {
             }
             return Ok(());
         }
-        let l = crate::core::lock::stored::lock(h, state::max_holder(), count, fence)
-            .map_err(state::invalid)?;
+        let l = crate::core::lock::stored::lock(h, count, fence).map_err(state::invalid)?;
         stored::key_deadline(d).map_err(state::invalid)?;
         set(ctx, name, l, d)
     }

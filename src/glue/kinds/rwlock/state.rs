@@ -30,8 +30,7 @@ impl state::SetState for RwLock {
             deadline_ms: state::deadline(deadline_ms)?,
             since: Since::UNKNOWN,
         };
-        crate::core::rwlock::stored::rw_entry(h, state::max_holder(), &e, true)
-            .map_err(state::invalid)?;
+        crate::core::rwlock::stored::rw_entry(h, &e, true).map_err(state::invalid)?;
         fences::observe(e.fence);
         change(ctx, name, None, Note::default(), |rw| {
             crate::core::rwlock::stored::rw_fits(rw, h, &e).map_err(Error::Invalid)?;

@@ -24,8 +24,7 @@ impl state::SetState for Semaphore {
         let (limit, permits) = (state::num(limit, "limit")?, state::num(permits, "permits")?);
         let d = state::deadline(deadline_ms)?;
         crate::core::semaphore::stored::limit(limit).map_err(state::invalid)?;
-        crate::core::semaphore::stored::sem_holder(h, state::max_holder(), permits, d, true)
-            .map_err(state::invalid)?;
+        crate::core::semaphore::stored::sem_holder(h, permits, d, true).map_err(state::invalid)?;
         let e = Effect::set(h, limit, permits, d);
         change(ctx, name, None, limit, Note::default(), |_| {
             Ok(((), Some(e)))
