@@ -87,10 +87,17 @@ class Server:
         raise RuntimeError(f"server did not start:\n{self.tail()}")
 
     def tail(self, n=40):
+        """The log's last lines; after a crash, the report's first ones
+        (what crashed and where), which the memory test pushes out of the
+        last."""
         try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+            lines = self.log.read_text(errors="replace").splitlines()
         except OSError:
             return "(no log)"
+        start = next((i for i, line in enumerate(lines) if "BUG REPORT START" in line), None)
+        if start is not None:
+            return "\n".join(lines[max(0, start - 5):start + 60])
+        return "\n".join(lines[-n:])
 
     def client(self, **kw):
         kw.setdefault("socket_timeout", 10)

@@ -1,0 +1,300 @@
+"""Chaos for what the client libraries send: workers acquire with `KEEP`,
+`ID` and `MAILBOX` waits, resend, cancel, extend and rebind, beside the
+plain workers of test_chaos, while the operator does all it does there
+and more: swaps databases, changes padlock's settings, makes the server a
+replica of a dead master and a master again, and runs padlock commands in
+scripts and transactions.
+
+The server must live, and at the end: every wait answered, every binding
+and queued request gone with its connection, no lease kept far away,
+the state reloads as it was; and from the mailboxes: no request has two
+outcomes, nor a loss without a grant; a resend that nothing came between
+answers what the first send did."""
+
+import os
+import random
+import socket
+import threading
+import time
+
+import redis
+
+from conftest import wait_for
+from harness import kept_without_binding
+from test_chaos import LOCKS, MULTI, RWS, SEMS, operator, worker
+
+SECONDS = float(os.environ.get("PADLOCK_CHAOS_SECONDS", "6"))
+#: Another seed draws other workloads and acts (threads interleave as they
+#: will, so a run is not repeated exactly either way).
+SEED = int(os.environ.get("PADLOCK_CHAOS_SEED", "2027"))
+SETTINGS = {
+    "max-waiters-per-key": [1, 10000],
+    "max-holder-len": [1, 512],
+    "keep-min-interval-ms": [1, 100],
+    "keep-max-idle-ms": [0, 5000],
+    "id-memory-ms": [20, 60000],
+    "max-remembered-ids": [1, 100000],
+    "max-ids-per-holder": [1, 16],
+    "mailbox-ttl-ms": [50, 60000],
+}
+DBS = [0, 1]
+
+
+def holder_worker(server, seed, stop, stats, ids, idx, log):
+    """One client library's traffic: every changing command with an id,
+    acquires with KEEP, half the waits through a mailbox of its own. A
+    failed check is kept for the test to raise."""
+    try:
+        holder_traffic(server, seed, stop, stats, ids, idx, log)
+    except Exception as e:  # noqa: BLE001  (any failure fails the test)
+        stats["failures"].append(f"{type(e).__name__}: {e}")
+
+
+def holder_traffic(server, seed, stop, stats, ids, idx, log):
+    rng = random.Random(seed)
+    holder, mb = f"m{idx}", f"mb{idx}"
+    n = 0
+    last = None
+
+    def connect():
+        c = server.client(socket_timeout=15)
+        ids[f"m{idx}"] = c.client_id()
+        return c
+
+    def rid():
+        nonlocal n
+        n += 1
+        return f"{holder}-{n}"
+
+    def drain(c):
+        got = c.lpop(mb, 100) or []
+        for item in got:
+            r, _, reply = item.partition(b" ")
+            log.setdefault(r.decode(), []).append(("post", reply))
+
+    c = connect()
+    waiting = []
+    while not stop.is_set():
+        # (A KEEP ttl is at least 3 x keep-min-interval-ms.)
+        ttl, block = rng.randint(300, 1000), rng.randint(20, 400)
+        wait = rng.choice([[], ["BLOCK", block], ["BLOCK", block, "MAILBOX", mb]])
+        op = rng.randrange(11)
+        k = rng.choice(LOCKS)
+        if op == 0:
+            cmd = ["LOCK.ACQUIRE", k, holder, ttl, *wait, "KEEP"]
+        elif op == 1:
+            cmd = ["LOCK.RELEASE", k, holder]
+        elif op == 2:
+            cmd = ["SEM.ACQUIRE", SEMS[0], holder, 2, ttl, "PERMITS", rng.randint(1, 2), *wait, "KEEP"]
+        elif op == 3:
+            cmd = ["SEM.RELEASE", SEMS[0], holder]
+        elif op == 4:
+            cmd = ["RWLOCK.ACQUIRE", RWS[0], holder, rng.choice(["READ", "WRITE"]), ttl, *wait, "KEEP"]
+        elif op == 5:
+            cmd = ["RWLOCK.RELEASE", RWS[0], holder, rng.choice(["READ", "WRITE"])]
+        elif op == 6:
+            cmd = ["LOCK.MACQUIRE", 2, *MULTI, holder, ttl, *wait, "KEEP"]
+        elif op == 7:
+            cmd = ["LOCK.EXTEND", k, holder, ttl, "KEEP", "MAILBOX", mb]
+        elif op == 8 and waiting:
+            key, r = waiting.pop(rng.randrange(len(waiting)))
+            cmd = ["LOCK.CANCEL", key, holder, r]
+        elif op == 9 and last:
+            cmd = last[0]
+        else:
+            cmd = ["LOCK.MRELEASE", 2, *MULTI, holder]
+        resend = op == 9 and last is not None
+        if cmd[0] != "LOCK.CANCEL" and not resend:
+            cmd = [*cmd, "ID", rid()]
+        # The operator's acts begun and ended: a resend is compared only
+        # when none was under way or came between.
+        started = (stats["started"], stats["finished"])
+        try:
+            reply = c.execute_command(*cmd)
+            stats["ok"] += 1
+        except redis.TimeoutError:
+            stats["hung"] += 1
+            c, reply = connect(), None
+        except redis.ConnectionError:
+            stats["dropped"] += 1
+            time.sleep(0.01)
+            c, reply = connect(), None
+        except redis.ResponseError as e:
+            stats["errors"] += 1
+            kind = str(e).split(" ")[0]
+            stats.setdefault("kinds", {})[kind] = stats.get("kinds", {}).get(kind, 0) + 1
+            reply = e
+        if "ID" in cmd:
+            r = cmd[cmd.index("ID") + 1]
+            log.setdefault(r, []).append(("sent", cmd[0]))
+            if reply is None:
+                log.setdefault(r, []).append(("unknown", None))
+            elif isinstance(reply, Exception):
+                log.setdefault(r, []).append(("error", str(reply)))
+            else:
+                log.setdefault(r, []).append(("reply", reply))
+                if reply == b"WAITING":
+                    waiting.append((cmd[1], r))
+            now = (stats["started"], stats["finished"])
+            if resend and last[1] is not None and reply is not None and started == last[2] == now \
+                    and now[0] == now[1] and not stats["off"]:
+                first = last[1]
+                # A queued request may be granted meanwhile: its resend
+                # answers the grant. Anything else answers as before.
+                if first != b"WAITING" and not isinstance(first, Exception):
+                    assert reply == first, f"resent {cmd}: {first!r}, then {reply!r}"
+                    stats["resends_checked"] += 1
+            last = (cmd, reply, started)
+        if rng.random() < 0.02:
+            # A process that restarts: its connection, bindings and queued
+            # requests go at once.
+            c.close()
+            c = connect()
+            waiting.clear()
+        try:
+            drain(c)
+        except (redis.ResponseError, redis.ConnectionError):
+            pass  # a mailbox moved or flushed away, a killed connection
+    c.close()
+
+
+def settings_act(defaults, stats):
+    """Sets a setting at a bound or back to its default; `stats["off"]`
+    names those not at their default (a shorter `id-memory-ms` or fewer
+    remembered ids forget a request before its resend)."""
+    def act(op, rng):
+        name = rng.choice(sorted(SETTINGS))
+        v = rng.choice(SETTINGS[name]) if rng.random() < 0.5 else defaults[name]
+        op.config_set(f"padlock.{name}", v)
+        if str(v) == str(defaults[name]):
+            stats["off"].discard(name)
+        else:
+            stats["off"].add(name)
+    return act
+
+
+def demote_act(op, rng):
+    """A master made a replica of a master that is not there, then a
+    master again: its blocked clients are answered `-UNBLOCKED`."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    try:
+        op.execute_command("REPLICAOF", "127.0.0.1", dead)
+        time.sleep(rng.uniform(0.01, 0.1))
+    finally:
+        op.execute_command("REPLICAOF", "NO", "ONE")
+
+
+def script_act(op, rng):
+    k = rng.choice(LOCKS)
+    op.eval("return redis.call('LOCK.ACQUIRE', KEYS[1], 'op', 100, 'BLOCK', 0)", 1, k)
+
+
+def transaction_act(op, rng):
+    p = op.pipeline(transaction=True)
+    k = rng.choice(LOCKS)
+    p.execute_command("LOCK.ACQUIRE", k, "op", 200, "BLOCK", 50)
+    p.execute_command("LOCK.RELEASE", k, f"m{rng.randrange(4)}")
+    p.execute_command("SEM.RELEASE", SEMS[0], f"m{rng.randrange(4)}")
+    p.execute()
+
+
+def padlock_keys(port):
+    out = {}
+    for db in DBS:
+        c = redis.Redis(port=port, db=db, socket_timeout=10)
+        for key in c.scan_iter(count=1000):
+            t, left = c.type(key), c.pttl(key)
+            if t.startswith(b"pdlk-") and (left > 2000 or left == -1):
+                out[(db, key)] = (t, c.dump(key))
+        c.close()
+    return out
+
+
+def test_chaos_of_holds(make_server):
+    server = make_server(extra=[
+        "--appendonly", "yes", "--maxmemory-policy", "allkeys-lru",
+        "--aof-use-rdb-preamble", "no",
+    ])
+    r = server.client(socket_timeout=30)
+    defaults = {k: r.config_get(f"padlock.{k}")[f"padlock.{k}"] for k in SETTINGS}
+    stop = threading.Event()
+    stats = {"ok": 0, "hung": 0, "dropped": 0, "errors": 0, "ops": 0, "op_errors": 0,
+             "op_dropped": 0, "started": 0, "finished": 0, "resends_checked": 0,
+             "off": set(), "failures": []}
+    ids, logs = {}, [{} for _ in range(4)]
+    threads = [threading.Thread(target=holder_worker, args=(server, SEED + 300 + i, stop, stats, ids, i, logs[i]),
+                                daemon=True) for i in range(4)]
+    threads += [threading.Thread(target=worker, args=(server, SEED + 200 + i, stop, stats, ids, i), daemon=True)
+                for i in range(4)]
+    for t in threads:
+        t.start()
+    assert wait_for(lambda: len(ids) == len(threads))
+    more = (settings_act(defaults, stats), demote_act, script_act, transaction_act)
+    op = threading.Thread(target=operator, args=(server, random.Random(SEED), stop, stats, ids, more),
+                          daemon=True)
+    op.start()
+    deadline = time.time() + SECONDS
+    while time.time() < deadline:
+        time.sleep(0.25)
+        assert server.alive(), server.tail()
+    stop.set()
+    op.join(30)
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a worker never got its answer"
+    print(stats)
+    assert server.alive()
+    assert stats["failures"] == []
+    assert stats["hung"] == 0, stats
+    assert stats["ok"] > 100 and stats["ops"] > 20, stats
+    if r.info("replication")["role"] != "master":
+        r.execute_command("REPLICAOF", "NO", "ONE")
+    for name, v in defaults.items():
+        r.config_set(f"padlock.{name}", v)
+
+    # Every connection closed: nothing waits, nothing is bound.
+    info = lambda: r.info("padlock")  # noqa: E731
+    assert wait_for(lambda: info()["padlock_blocked_clients"] == 0)
+    assert wait_for(lambda: info()["padlock_mailbox_waiters"] == 0)
+    assert wait_for(lambda: info()["padlock_wait_edges"] == 0)
+    assert wait_for(lambda: info()["padlock_keep_bound"] == 0)
+    assert r.execute_command("LOCK.GRAPH") == []
+    assert kept_without_binding(r, dbs=DBS) == []
+
+    # What the mailboxes said, request by request. (A grant's element may
+    # be flushed away before it is read, and the loss of that hold then
+    # posted; a swap moves a mailbox away and back: so a loss need not
+    # follow a grant as read.)
+    outcomes = 0
+    for log in logs:
+        for rid, events in log.items():
+            posts = [e[1] for e in events if e[0] == "post"]
+            lost = [p for p in posts if p.startswith(b"-LOST")]
+            ends = [p for p in posts if not p.startswith(b"-LOST")]
+            outcomes += len(ends)
+            assert len(ends) <= 1, f"{rid}: two outcomes {events}"
+            # One loss per hold; a multi-key hold's keys may go one by one.
+            keys = 2 if ("sent", "LOCK.MACQUIRE") in events else 1
+            assert len(lost) <= keys, f"{rid}: lost twice {events}"
+            # (A refused request changed nothing, so its resend may run
+            # anew and be granted.)
+            answers = [e[1] for e in events if e[0] in ("reply", "unknown")]
+            if posts:
+                assert answers, f"{rid}: refused, yet posted {events}"
+            if ends:
+                assert b"WAITING" in answers or None in answers, f"{rid}: posted, never queued {events}"
+    stats_now = info()
+    losses = sum(p.startswith(b"-LOST") for log in logs for e in log.values() for _, p in e if _ == "post")
+    print(f"chaos of holds: {outcomes} outcomes posted, {losses} losses told, "
+          f"{stats['resends_checked']} resends checked, {stats_now['padlock_requests_replayed']} replays")
+    assert stats_now["padlock_mailbox_posts"] > 0 and stats_now["padlock_requests_replayed"] > 0
+
+    # It all reloads as it was.
+    before = padlock_keys(server.port)
+    assert r.execute_command("DEBUG", "RELOAD") == b"OK"
+    after = padlock_keys(server.port)
+    assert {k: after.get(k) for k in before} == before
+    assert r.execute_command("LOCK.ACQUIRE", "after", "me", 1000) > 0
