@@ -5,11 +5,13 @@ and more: swaps databases, changes padlock's settings, makes the server a
 replica of a dead master and a master again, and runs padlock commands in
 scripts and transactions.
 
-The server must live, and at the end: every wait answered, every binding
-and queued request gone with its connection, no lease kept far away,
-the state reloads as it was; and from the mailboxes: no request has two
-outcomes, nor a loss without a grant; a resend that nothing came between
-answers what the first send did."""
+The server and its replica must live, and at the end: every wait
+answered, every binding and queued request gone with its connection, no
+lease kept far away, the replica in the master's state, the state
+reloading as it was; and from the mailboxes, request by request: one
+outcome at most, no more losses than keys, no outcome for a request
+never queued. A resend that nothing came between answers what the first
+send did."""
 
 import os
 import random
@@ -22,6 +24,8 @@ import redis
 from conftest import wait_for
 from harness import kept_without_binding
 from test_chaos import LOCKS, MULTI, RWS, SEMS, operator, worker
+from test_durability import start_pair
+from test_replica_fuzz import snapshot
 
 SECONDS = float(os.environ.get("PADLOCK_CHAOS_SECONDS", "6"))
 #: Another seed draws other workloads and acts (threads interleave as they
@@ -158,14 +162,16 @@ def holder_traffic(server, seed, stop, stats, ids, idx, log):
     c.close()
 
 
-def settings_act(defaults, stats):
-    """Sets a setting at a bound or back to its default; `stats["off"]`
-    names those not at their default (a shorter `id-memory-ms` or fewer
+def settings_act(defaults, stats, replica):
+    """Sets a setting at a bound or back to its default, on the master and
+    its replica, as an operator sets every node; `stats["off"]` names
+    those not at their default (a shorter `id-memory-ms` or fewer
     remembered ids forget a request before its resend)."""
     def act(op, rng):
         name = rng.choice(sorted(SETTINGS))
         v = rng.choice(SETTINGS[name]) if rng.random() < 0.5 else defaults[name]
         op.config_set(f"padlock.{name}", v)
+        replica.config_set(f"padlock.{name}", v)
         if str(v) == str(defaults[name]):
             stats["off"].discard(name)
         else:
@@ -214,7 +220,9 @@ def padlock_keys(port):
 
 
 def test_chaos_of_holds(make_server):
-    server = make_server(extra=[
+    # With a replica: it must end in the master's state, whatever the
+    # operator did to the master.
+    server, replica, _, rep = start_pair(make_server, extra=[
         "--appendonly", "yes", "--maxmemory-policy", "allkeys-lru",
         "--aof-use-rdb-preamble", "no",
     ])
@@ -232,7 +240,7 @@ def test_chaos_of_holds(make_server):
     for t in threads:
         t.start()
     assert wait_for(lambda: len(ids) == len(threads))
-    more = (settings_act(defaults, stats), demote_act, script_act, transaction_act)
+    more = (settings_act(defaults, stats, rep), demote_act, script_act, transaction_act)
     op = threading.Thread(target=operator, args=(server, random.Random(SEED), stop, stats, ids, more),
                           daemon=True)
     op.start()
@@ -254,6 +262,7 @@ def test_chaos_of_holds(make_server):
         r.execute_command("REPLICAOF", "NO", "ONE")
     for name, v in defaults.items():
         r.config_set(f"padlock.{name}", v)
+        rep.config_set(f"padlock.{name}", v)
 
     # Every connection closed: nothing waits, nothing is bound.
     info = lambda: r.info("padlock")  # noqa: E731
@@ -291,6 +300,17 @@ def test_chaos_of_holds(make_server):
     print(f"chaos of holds: {outcomes} outcomes posted, {losses} losses told, "
           f"{stats['resends_checked']} resends checked, {stats_now['padlock_requests_replayed']} replays")
     assert stats_now["padlock_mailbox_posts"] > 0 and stats_now["padlock_requests_replayed"] > 0
+
+    # The replica holds the master's state, to the byte and the expiry.
+    assert replica.alive(), replica.tail()
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    ms = [server.client(db=db) for db in DBS]
+    reps = [replica.client(db=db) for db in DBS]
+
+    def same():
+        assert r.wait(1, 5000) == 1, "the replica did not acknowledge"
+        return snapshot(ms) == snapshot(reps)
+    assert wait_for(same, timeout=10), f"master {snapshot(ms)}\nreplica {snapshot(reps)}"
 
     # It all reloads as it was.
     before = padlock_keys(server.port)
