@@ -142,6 +142,24 @@ def operator(server, rng, stop, stats, ids, more=()):
     op_client.config_set("maxmemory", 0)
 
 
+def run(server, stop, op, workers, stats, seconds=SECONDS):
+    """Lets the operator act for `seconds` beside the running workers,
+    the server checked alive throughout; then stops them all, each having
+    had its last answer."""
+    op.start()
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        time.sleep(0.25)
+        assert server.alive(), server.tail()
+    stop.set()
+    op.join(30)
+    for t in workers:
+        t.join(30)
+        assert not t.is_alive(), "a worker never got its answer"
+    print(stats)
+    assert server.alive()
+
+
 def test_chaos(make_server):
     server = make_server(extra=[
         "--appendonly", "yes", "--maxmemory-policy", "allkeys-lru",
@@ -159,18 +177,7 @@ def test_chaos(make_server):
     assert wait_for(lambda: len(ids) == len(workers))
     rng = random.Random(2026)
     op = threading.Thread(target=operator, args=(server, rng, stop, stats, ids), daemon=True)
-    op.start()
-    deadline = time.time() + SECONDS
-    while time.time() < deadline:
-        time.sleep(0.25)
-        assert server.alive(), server.tail()
-    stop.set()
-    op.join(30)
-    for t in workers:
-        t.join(30)
-        assert not t.is_alive(), "a worker never got its answer"
-    print(stats)
-    assert server.alive()
+    run(server, stop, op, workers, stats)
     assert stats["hung"] == 0, stats
     assert stats["ok"] > 50 and stats["ops"] > 20, stats
     info = lambda: r.info("padlock")  # noqa: E731

@@ -23,7 +23,7 @@ import redis
 
 from conftest import wait_for
 from harness import kept_without_binding
-from test_chaos import LOCKS, MULTI, RWS, SEMS, operator, worker
+from test_chaos import LOCKS, MULTI, RWS, SEMS, operator, run, worker
 from test_durability import start_pair
 from test_replica_fuzz import snapshot
 
@@ -243,18 +243,7 @@ def test_chaos_of_holds(make_server):
     more = (settings_act(defaults, stats, rep), demote_act, script_act, transaction_act)
     op = threading.Thread(target=operator, args=(server, random.Random(SEED), stop, stats, ids, more),
                           daemon=True)
-    op.start()
-    deadline = time.time() + SECONDS
-    while time.time() < deadline:
-        time.sleep(0.25)
-        assert server.alive(), server.tail()
-    stop.set()
-    op.join(30)
-    for t in threads:
-        t.join(30)
-        assert not t.is_alive(), "a worker never got its answer"
-    print(stats)
-    assert server.alive()
+    run(server, stop, op, threads, stats, SECONDS)
     assert stats["failures"] == []
     assert stats["hung"] == 0, stats
     assert stats["ok"] > 100 and stats["ops"] > 20, stats
@@ -285,7 +274,7 @@ def test_chaos_of_holds(make_server):
             ends = [p for p in posts if not p.startswith(b"-LOST")]
             outcomes += len(ends)
             assert len(ends) <= 1, f"{rid}: two outcomes {events}"
-            # One loss per hold; a multi-key hold's keys may go one by one.
+            # One loss per hold; a multi-key hold tells each key's.
             keys = 2 if ("sent", "LOCK.MACQUIRE") in events else 1
             assert len(lost) <= keys, f"{rid}: lost twice {events}"
             # (A refused request changed nothing, so its resend may run

@@ -24,7 +24,6 @@ use super::server::now_ms;
 use crate::core::args::parse_int;
 use crate::core::cluster;
 use crate::core::error::Error;
-use crate::core::hash::Set;
 
 /// Where one request's outcomes go: the mailbox (in the request's
 /// database) and the request-id that starts each element.
@@ -131,15 +130,8 @@ pub fn flush(ctx: &Context) {
         return;
     }
     let posts = OUTBOX.with(|o| std::mem::take(&mut *o.borrow_mut()));
-    // A multi-key hold is one hold: the keys of it that went in one step
-    // (a flush, a swap, a `DEL` of several) tell its loss once. Two equal
-    // elements for one mailbox say nothing the first did not (a request
-    // has one outcome).
-    let mut seen = Set::default();
-    for (mail, e) in &posts {
-        if posts.len() == 1 || seen.insert((mail.db, &*mail.key, &e[..])) {
-            write(ctx, mail, e);
-        }
+    for (mail, e) in posts {
+        write(ctx, &mail, &e);
     }
 }
 
