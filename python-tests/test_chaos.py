@@ -24,14 +24,27 @@ RWS = ["rw1"]
 MULTI = ["{c}a", "{c}b"]
 
 
+def connected(server, ids, name):
+    """A worker's connection, its id where the operator kills from; tried
+    again for a while, as the server may be restarting."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            c = server.client(socket_timeout=15)
+            ids[name] = c.client_id()
+            return c
+        except redis.ConnectionError:  # (loading too)
+            if time.time() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def worker(server, seed, stop, stats, ids, idx):
     rng = random.Random(seed)
     holder = f"w{idx}"
 
     def connect():
-        c = server.client(socket_timeout=15)
-        ids[idx] = c.client_id()
-        return c
+        return connected(server, ids, idx)
 
     c = connect()
     while not stop.is_set():
@@ -150,7 +163,7 @@ def run(server, stop, op, workers, stats, seconds=SECONDS):
     deadline = time.time() + seconds
     while time.time() < deadline:
         time.sleep(0.25)
-        assert server.alive(), server.tail()
+        assert server.alive() or stats.get("restarting"), server.tail()
     stop.set()
     op.join(30)
     for t in workers:

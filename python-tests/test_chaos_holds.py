@@ -2,8 +2,8 @@
 `ID` and `MAILBOX` waits, resend, cancel, extend and rebind, beside the
 plain workers of test_chaos, while the operator does all it does there
 and more: swaps databases, changes padlock's settings, makes the server a
-replica of a dead master and a master again, and runs padlock commands in
-scripts and transactions.
+replica of a dead master and a master again, restarts it from its AOF,
+and runs padlock commands in scripts and transactions.
 
 The server and its replica must live, and at the end: every wait
 answered, every binding and queued request gone with its connection, no
@@ -23,7 +23,7 @@ import redis
 
 from conftest import wait_for
 from harness import kept_without_binding
-from test_chaos import LOCKS, MULTI, RWS, SEMS, operator, run, worker
+from test_chaos import LOCKS, MULTI, RWS, SEMS, connected, operator, run, worker
 from test_durability import start_pair
 from test_replica_fuzz import snapshot
 
@@ -42,6 +42,8 @@ SETTINGS = {
     "mailbox-ttl-ms": [50, 60000],
 }
 DBS = [0, 1]
+#: INFO padlock's counters the end checks, summed over restarts.
+COUNTED = ["padlock_mailbox_posts", "padlock_requests_replayed"]
 
 
 def holder_worker(server, seed, stop, stats, ids, idx, log):
@@ -61,9 +63,7 @@ def holder_traffic(server, seed, stop, stats, ids, idx, log):
     last = None
 
     def connect():
-        c = server.client(socket_timeout=15)
-        ids[f"m{idx}"] = c.client_id()
-        return c
+        return connected(server, ids, f"m{idx}")
 
     def rid():
         nonlocal n
@@ -193,6 +193,33 @@ def demote_act(op, rng):
         op.execute_command("REPLICAOF", "NO", "ONE")
 
 
+def restart_act(server, replica, defaults, stats):
+    """The master shut down (its AOF flushed, as `SHUTDOWN` does) and
+    started again from it: every connection drops, queued requests go,
+    bound leases come back without their bindings. It starts at its
+    default settings, so the replica is set back to them too."""
+    def act(op, rng):
+        # (INFO's counters start again: those so far are kept.)
+        before = op.info("padlock")
+        for name in COUNTED:
+            stats[name] += before[name]
+        stats["restarting"] = True
+        try:
+            try:
+                op.execute_command("SHUTDOWN", "NOSAVE")
+            except redis.ConnectionError:
+                pass
+            server.proc.wait(15)
+            server.start()
+        finally:
+            stats["restarting"] = False
+        for name, v in defaults.items():
+            replica.config_set(f"padlock.{name}", v)
+        stats["off"].clear()
+        stats["restarts"] += 1
+    return act
+
+
 def script_act(op, rng):
     k = rng.choice(LOCKS)
     op.eval("return redis.call('LOCK.ACQUIRE', KEYS[1], 'op', 100, 'BLOCK', 0)", 1, k)
@@ -231,7 +258,7 @@ def test_chaos_of_holds(make_server):
     stop = threading.Event()
     stats = {"ok": 0, "hung": 0, "dropped": 0, "errors": 0, "ops": 0, "op_errors": 0,
              "op_dropped": 0, "started": 0, "finished": 0, "resends_checked": 0,
-             "off": set(), "failures": []}
+             "off": set(), "failures": [], "restarts": 0, **{name: 0 for name in COUNTED}}
     ids, logs = {}, [{} for _ in range(4)]
     threads = [threading.Thread(target=holder_worker, args=(server, SEED + 300 + i, stop, stats, ids, i, logs[i]),
                                 daemon=True) for i in range(4)]
@@ -240,7 +267,8 @@ def test_chaos_of_holds(make_server):
     for t in threads:
         t.start()
     assert wait_for(lambda: len(ids) == len(threads))
-    more = (settings_act(defaults, stats, rep), demote_act, script_act, transaction_act)
+    more = (settings_act(defaults, stats, rep), demote_act, script_act, transaction_act,
+            restart_act(server, rep, defaults, stats))
     op = threading.Thread(target=operator, args=(server, random.Random(SEED), stop, stats, ids, more),
                           daemon=True)
     run(server, stop, op, threads, stats, SECONDS)
@@ -284,11 +312,12 @@ def test_chaos_of_holds(make_server):
                 assert answers, f"{rid}: refused, yet posted {events}"
             if ends:
                 assert b"WAITING" in answers or None in answers, f"{rid}: posted, never queued {events}"
-    stats_now = info()
+    now = info()
+    posts, replays = (stats[name] + now[name] for name in COUNTED)
     losses = sum(p.startswith(b"-LOST") for log in logs for e in log.values() for _, p in e if _ == "post")
     print(f"chaos of holds: {outcomes} outcomes posted, {losses} losses told, "
-          f"{stats['resends_checked']} resends checked, {stats_now['padlock_requests_replayed']} replays")
-    assert stats_now["padlock_mailbox_posts"] > 0 and stats_now["padlock_requests_replayed"] > 0
+          f"{stats['resends_checked']} resends checked, {replays} replays, {stats['restarts']} restarts")
+    assert posts > 0 and replays > 0
 
     # The replica holds the master's state, to the byte and the expiry.
     assert replica.alive(), replica.tail()
