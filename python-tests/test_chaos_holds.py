@@ -322,7 +322,7 @@ def test_chaos_of_holds(make_server):
     # kept a mailbox its master no longer had, through the restarts,
     # reloads and demotions of a run; it is not yet explained.)
     assert replica.alive(), replica.tail()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     ms = [server.client(db=db) for db in DBS]
     reps = [replica.client(db=db) for db in DBS]
 

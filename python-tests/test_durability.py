@@ -90,7 +90,7 @@ def start_pair(make_server, module_args=(), extra=()):
     master = make_server(module_args=module_args, extra=["--repl-diskless-sync-delay", "0", *extra])
     replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
     m, rep = master.client(), replica.client()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     return master, replica, m, rep
 
 
@@ -104,7 +104,7 @@ def test_a_lower_max_holder_len_loses_no_hold(make_server):
     replica = make_server(module_args=("max-holder-len", "100"),
                           extra=["--replicaof", "127.0.0.1", str(master.port)])
     m, rep = master.client(), replica.client()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     h = "x" * 300
     f = m.execute_command("LOCK.ACQUIRE", "a", h, 60000, "ID", "r1")
     m.execute_command("LOCK.ACQUIRE", "a", h, 60000, "ID", "r2")

@@ -393,7 +393,7 @@ def test_a_copy_made_after_the_binding_holds_it_far_away(make_server, how):
         return
     replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port)])
     rep = replica.client()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     assert wait_for(lambda: all(rep.pttl(k) > FAR for k in ("k", "s", "rw"))), "sent again"
     time.sleep(1)
     assert rep.exists("k", "s", "rw") == 3

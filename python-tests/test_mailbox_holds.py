@@ -247,7 +247,7 @@ def test_replicas_and_the_aof_see_the_mailbox(make_server):
     m = make_server(extra=["--appendonly", "yes", "--appendfsync", "always"])
     rep = make_server(extra=["--replicaof", "127.0.0.1", str(m.port)])
     r, rr = m.client(), rep.client()
-    assert wait_for(lambda: rr.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rr.info("replication")["master_link_status"] == "up", timeout=30)
     r.execute_command("LOCK.ACQUIRE", "k", "a", 10000)
     acquire(r, "k", "b", "rb")
     acquire(r, "k", "c", "rc", 50)

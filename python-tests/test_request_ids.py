@@ -471,7 +471,7 @@ def test_a_replicas_own_aof_keeps_the_ids(make_server):
     master, replica, m, rep = start_pair(make_server)
     replica.restart(extra=[*replica.extra, "--appendonly", "yes"])
     rep = replica.client()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     fence = m.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
     assert m.execute_command("LOCK.RELEASE", "k", "h", "ID", "b") == 0
     permits = m.execute_command("SEM.ACQUIRE", "s", "h", 3, 60000, "PERMITS", 2, "ID", "c")

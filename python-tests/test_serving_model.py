@@ -27,7 +27,7 @@ def replica_of(make_server, server):
     server.client().config_set("repl-diskless-sync-delay", 0)
     rep = make_server(extra=["--replicaof", "127.0.0.1", str(server.port)])
     c = rep.client()
-    assert wait_for(lambda: c.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: c.info("replication")["master_link_status"] == "up", timeout=30)
     return c
 
 

@@ -280,7 +280,7 @@ def test_replicas_reach_the_masters_state_disk_diskless_and_partial(make_server)
         replica = make_server(extra=["--replicaof", "127.0.0.1", str(master.port),
                                      "--repl-diskless-load", "swapdb" if diskless == "yes" else "disabled"])
         rep = replica.client()
-        assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+        assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
         assert m.wait(1, 3000) == 1
         assert snapshot(rep)[:2] == snapshot(m)[:2], diskless
         assert rep.info("padlock")["padlock_last_fence"] == m.info("padlock")["padlock_last_fence"]
@@ -290,7 +290,7 @@ def test_replicas_reach_the_masters_state_disk_diskless_and_partial(make_server)
     rep.execute_command("CLIENT", "KILL", "TYPE", "master")
     m.execute_command("LOCK.ACQUIRE", "later", "h", 60000)
     m.execute_command("SEM.RELEASE", "s", "a", "PERMITS", 1)
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     assert m.wait(1, 3000) == 1
     assert snapshot(rep)[:2] == snapshot(m)[:2]
     assert m.info("stats")["sync_full"] == full_before

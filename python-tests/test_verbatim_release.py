@@ -82,7 +82,7 @@ def test_a_replica_and_the_aof_end_in_the_masters_state(make_server):
     master, replica, m, rep = linked_pair(make_server)
     replica.restart(extra=[*replica.extra, "--appendonly", "yes"])
     rep = replica.client()
-    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=10)
+    assert wait_for(lambda: rep.info("replication")["master_link_status"] == "up", timeout=30)
     fence = m.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "a")
     m.execute_command("LOCK.ACQUIRE", "k", "h", 60000, "ID", "b")
     waiter = redis.Redis(port=master.port, socket_timeout=10)

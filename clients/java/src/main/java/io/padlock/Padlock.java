@@ -16,8 +16,6 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 
 /**
@@ -46,13 +44,8 @@ public final class Padlock implements AutoCloseable {
     final Watcher watcher;
     /** Notified when a semaphore's permits are given back here (see {@link PadlockSemaphore}). */
     final Object semaphoreReleases = new Object();
-    /**
-     * Where this process's waits for its own semaphore permits line up, by
-     * a stripe of the key: one blocking and one future wait per stripe asks
-     * the server at a time, however many threads wait.
-     */
-    private final ReentrantLock[] ownPermitLines = new ReentrantLock[64];
-    private final List<AtomicReference<CompletableFuture<Void>>> ownPermitTails = new ArrayList<>();
+    /** Where this process's waits of one holder on one key line up (see {@link HolderLines}). */
+    final HolderLines lines = new HolderLines();
     /** Runs interruptible waits for drivers without futures of their own. */
     final ExecutorService helper;
     /**
@@ -89,10 +82,6 @@ public final class Padlock implements AutoCloseable {
         this.scheduler = new ScheduledThreadPoolExecutor(2, daemons("padlock-watch"));
         this.scheduler.setRemoveOnCancelPolicy(true);
         this.watcher = new Watcher(scheduler, "padlock-rounds");
-        for (int i = 0; i < ownPermitLines.length; i++) {
-            ownPermitLines[i] = new ReentrantLock(true);
-            ownPermitTails.add(new AtomicReference<>(CompletableFuture.completedFuture(null)));
-        }
         this.helper = Executors.newCachedThreadPool(daemons("padlock-wait"));
         this.async = Executors.newFixedThreadPool(2, daemons("padlock-async"));
         this.replies = Executors.newSingleThreadExecutor(daemons("padlock-reply"));
@@ -274,16 +263,6 @@ public final class Padlock implements AutoCloseable {
                 }
             }
         }
-    }
-
-    /** The line of {@code key}'s blocking waits for this process's own permits (fair). */
-    ReentrantLock ownPermitLine(String key) {
-        return ownPermitLines[Math.floorMod(key.hashCode(), ownPermitLines.length)];
-    }
-
-    /** The last future wait in line for {@code key}'s own permits: a new one goes after it. */
-    AtomicReference<CompletableFuture<Void>> ownPermitTail(String key) {
-        return ownPermitTails.get(Math.floorMod(key.hashCode(), ownPermitLines.length));
     }
 
     /**

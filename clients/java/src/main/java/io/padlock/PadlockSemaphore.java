@@ -85,20 +85,28 @@ public final class PadlockSemaphore extends Handle {
     }
 
     /**
-     * {@code take}, for a holder that threads share (the process's, by
-     * default): the server refuses to queue a holder behind permits it holds
+     * {@code take} in this holder's line ({@link HolderLines}): one request
+     * of a holder per key at the server at a time, the rest waiting here
+     * in order. The server refuses a holder waiting for permits it holds
      * itself (a wait for itself, {@code DEADLOCK}), where
      * {@code java.util.concurrent.Semaphore} waits for another thread's
-     * release. That wait is made here, in a fair line per key (one waiter
-     * at a time asks the server): until a thread of this Padlock gives
-     * permits back, or 50 ms (another process may), then asked again. Such
-     * waits are not in the server's queue, so not first come, first served
-     * with other processes.
+     * release: the head of the line makes that wait here, until a thread
+     * of this Padlock gives permits back, or 50 ms (another process may),
+     * then asks again. Such waits are not in the server's queue, so not
+     * first come, first served with other processes.
      */
     private boolean takeShared(long permits, long waitMs, boolean interruptibly) throws InterruptedException {
+        if (waitMs == 0) {
+            return take(permits, 0, interruptibly); // queues nothing at the server
+        }
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-        java.util.concurrent.locks.ReentrantLock line = null;
+        HolderLines.Line line = pad.lines.enter(key, holder());
+        CompletableFuture<Void> mine = new CompletableFuture<>();
+        CompletableFuture<Void> before = line.behind(mine);
         try {
+            if (!HolderLines.await(before, waitMs, interruptibly)) {
+                return false;
+            }
             while (true) {
                 long left = waitMs < 0 ? -1 : Math.max(0, TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime()));
                 try {
@@ -111,24 +119,12 @@ public final class PadlockSemaphore extends Handle {
                         return false;
                     }
                 }
-                if (line == null) {
-                    line = pad.ownPermitLine(key);
-                    if (waitMs < 0) {
-                        line.lockInterruptibly();
-                    } else if (!line.tryLock(left, TimeUnit.MILLISECONDS)) {
-                        line = null;
-                        return false;
-                    }
-                    continue; // at the head of the line: asked again at once
-                }
                 synchronized (pad.semaphoreReleases) {
                     pad.semaphoreReleases.wait(waitMs < 0 ? 50 : Math.max(1, Math.min(left, 50)));
                 }
             }
         } finally {
-            if (line != null) {
-                line.unlock();
-            }
+            pad.lines.leave(key, holder(), line, before, mine);
         }
     }
 
@@ -138,25 +134,34 @@ public final class PadlockSemaphore extends Handle {
 
     /** {@link #acquire(int)} without a thread waiting: completes (true) once granted. Cancel it to leave the queue. */
     public CompletableFuture<Boolean> acquireAsync(int permits) {
+        long n = check(permits);
         CompletableFuture<Boolean> out = new CompletableFuture<>();
         AtomicReference<CompletableFuture<Boolean>> taking = new AtomicReference<>();
+        // Its place in this holder's line, left when it ends in any way.
+        HolderLines.Line line = pad.lines.enter(key, holder());
+        CompletableFuture<Void> mine = new CompletableFuture<>();
+        CompletableFuture<Void> before = line.behind(mine);
         out.whenComplete((v, e) -> {
+            pad.lines.leave(key, holder(), line, before, mine);
             CompletableFuture<Boolean> t = taking.get();
             if (t != null) {
                 t.cancel(true); // (a grant that raced it is given back by the take)
             }
         });
-        takeSharedAsync(check(permits), out, taking, null);
+        before.whenComplete((x, y) -> takeSharedAsync(n, out, taking));
         return out;
     }
 
     /**
-     * {@link #takeShared} without a thread: a wait for this process's own
-     * permits goes in line after the key's previous one, then asks again
-     * every 50 ms.
+     * {@link #takeShared} without a thread: at the head of this holder's
+     * line, asks the server; a wait for its own permits asks again every
+     * 50 ms.
      */
     private void takeSharedAsync(long permits, CompletableFuture<Boolean> out,
-            AtomicReference<CompletableFuture<Boolean>> taking, CompletableFuture<Void> inLine) {
+            AtomicReference<CompletableFuture<Boolean>> taking) {
+        if (out.isDone()) {
+            return;
+        }
         CompletableFuture<Boolean> t = takeAsync(permits, -1);
         taking.set(t);
         if (out.isDone()) {
@@ -166,16 +171,8 @@ public final class PadlockSemaphore extends Handle {
         t.whenComplete((v, e) -> {
             Throwable c = e == null ? null : Replies.cause(e);
             if (c instanceof DeadlockException d && ownOnly(d)) {
-                if (inLine == null) {
-                    // Its place in line, left when it ends in any way.
-                    CompletableFuture<Void> mine = new CompletableFuture<>();
-                    out.whenComplete((x, y) -> mine.complete(null));
-                    pad.ownPermitTail(key).getAndSet(mine)
-                            .whenComplete((x, y) -> takeSharedAsync(permits, out, taking, mine));
-                    return;
-                }
                 try {
-                    pad.scheduler.schedule(() -> takeSharedAsync(permits, out, taking, inLine), 50, TimeUnit.MILLISECONDS);
+                    pad.scheduler.schedule(() -> takeSharedAsync(permits, out, taking), 50, TimeUnit.MILLISECONDS);
                 } catch (java.util.concurrent.RejectedExecutionException closed) {
                     out.completeExceptionally(d);
                 }

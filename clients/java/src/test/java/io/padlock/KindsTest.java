@@ -146,6 +146,62 @@ class KindsTest extends OnServer {
         assertEquals(1, s.availablePermits());
     }
 
+    /**
+     * Two threads of the shared holder waiting while other processes hold
+     * every permit, and another holder queued between them: the server
+     * sees one wait of the shared holder at a time (the second waits in
+     * the process), so nobody is told {@code DEADLOCK} and all are served
+     * as permits come back. Sent together, the later wait of the shared
+     * holder queued behind the other holder, queued behind the first: the
+     * holder waited for itself, and one of them was told {@code DEADLOCK}.
+     */
+    @ParameterizedTest
+    @FieldSource("drivers")
+    void aSharedHoldersWaitsReachTheServerOneAtATime(String driver) throws Exception {
+        Padlock p = clients.standalone(driver, srv.port());
+        srv.raw("SEM.ACQUIRE", "pool", "x1", "2", "10000");
+        srv.raw("SEM.ACQUIRE", "pool", "x2", "2", "10000");
+        PadlockSemaphore shared = p.getSemaphore("pool", 2);
+        PadlockSemaphore mine = p.getSemaphore("pool", 2).withHolder("mine");
+        CompletableFuture<Boolean> first = CompletableFuture.supplyAsync(() -> take(shared));
+        MailboxTest.until(() -> waiters("pool") == 1, 5000);
+        CompletableFuture<Boolean> between = CompletableFuture.supplyAsync(() -> take(mine));
+        MailboxTest.until(() -> waiters("pool") == 2, 5000);
+        CompletableFuture<Boolean> second = CompletableFuture.supplyAsync(() -> take(shared));
+        CompletableFuture<Boolean> third = shared.acquireAsync(1);
+        Thread.sleep(300);
+        assertFalse(second.isDone() || third.isDone(), "waiting, not told DEADLOCK");
+        assertEquals(2, waiters("pool"), "the server sees one wait of the shared holder");
+        srv.raw("SEM.RELEASE", "pool", "x1");
+        srv.raw("SEM.RELEASE", "pool", "x2");
+        assertTrue(first.get(5, TimeUnit.SECONDS) && between.get(5, TimeUnit.SECONDS));
+        shared.release();
+        mine.release();
+        assertTrue(second.get(5, TimeUnit.SECONDS) && third.get(5, TimeUnit.SECONDS));
+        assertEquals(2, shared.heldPermits());
+        shared.release(2);
+        assertEquals(2, shared.availablePermits());
+        assertEquals(0, p.lines.size(), "no line is kept once its waits ended");
+    }
+
+    private static boolean take(PadlockSemaphore s) {
+        try {
+            return s.tryAcquire(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static long waiters(String key) {
+        List<?> info = (List<?>) srv.raw("SEM.INFO", key);
+        for (int i = 0; i + 1 < info.size(); i += 2) {
+            if (Servers.text(info.get(i)).equals("waiters")) {
+                return (Long) info.get(i + 1);
+            }
+        }
+        return -1;
+    }
+
     @ParameterizedTest
     @FieldSource("drivers")
     void topListsTheKeysWithTheMostWaiters(String driver) throws Exception {
