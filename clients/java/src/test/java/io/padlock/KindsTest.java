@@ -154,6 +154,7 @@ class KindsTest extends OnServer {
      * as permits come back. Sent together, the later wait of the shared
      * holder queued behind the other holder, queued behind the first: the
      * holder waited for itself, and one of them was told {@code DEADLOCK}.
+     * A wait cancelled in line lets the next one go only after the head.
      */
     @ParameterizedTest
     @FieldSource("drivers")
@@ -167,8 +168,12 @@ class KindsTest extends OnServer {
         MailboxTest.until(() -> waiters("pool") == 1, 5000);
         CompletableFuture<Boolean> between = CompletableFuture.supplyAsync(() -> take(mine));
         MailboxTest.until(() -> waiters("pool") == 2, 5000);
+        CompletableFuture<Boolean> gone = shared.acquireAsync(1);
         CompletableFuture<Boolean> second = CompletableFuture.supplyAsync(() -> take(shared));
         CompletableFuture<Boolean> third = shared.acquireAsync(1);
+        Thread.sleep(300);
+        // One that gives up in line lets the next go only after the head.
+        gone.cancel(true);
         Thread.sleep(300);
         assertFalse(second.isDone() || third.isDone(), "waiting, not told DEADLOCK");
         assertEquals(2, waiters("pool"), "the server sees one wait of the shared holder");
