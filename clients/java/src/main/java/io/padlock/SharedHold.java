@@ -71,6 +71,11 @@ final class SharedHold {
         return depth > 0 && !lost && mailedLost == null && System.nanoTime() - leaseUntil < 0;
     }
 
+    /** How long the lease is known to last from now (nanoseconds; tests read it beside {@link #held}). */
+    long leaseLeftNanos() {
+        return leaseUntil - System.nanoTime();
+    }
+
     private boolean bound() {
         return boundEpoch >= 0 && boundEpoch == keeper.epoch();
     }
