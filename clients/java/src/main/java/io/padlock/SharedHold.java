@@ -52,7 +52,7 @@ final class SharedHold {
     private boolean plain;
 
     /** Until when (nanoTime) the lease surely lives: counted from send times. */
-    private volatile long leaseUntil;
+    volatile long leaseUntil; // (tests read it beside held())
     private volatile boolean lost;
     /** Lost without the server saying so: it may still count holds of it (see {@link Releases#clearLeftover}). */
     volatile boolean leftover;
@@ -69,11 +69,6 @@ final class SharedHold {
 
     boolean held() {
         return depth > 0 && !lost && mailedLost == null && System.nanoTime() - leaseUntil < 0;
-    }
-
-    /** How long the lease is known to last from now (nanoseconds; tests read it beside {@link #held}). */
-    long leaseLeftNanos() {
-        return leaseUntil - System.nanoTime();
     }
 
     private boolean bound() {

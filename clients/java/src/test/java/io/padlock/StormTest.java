@@ -138,7 +138,7 @@ class StormTest extends OnServer {
                         return;
                     }
                     SharedHold hold = lock != null ? lock.mine() : sem.mine();
-                    long known = hold == null ? 0 : hold.leaseLeftNanos();
+                    long known = hold == null ? 0 : hold.leaseUntil - System.nanoTime();
                     boolean still = lock != null ? lock.isHeldByCurrentThread() : sem.isHeld();
                     synchronized (problems) {
                         inside.get(key).remove(at);
