@@ -16,69 +16,78 @@ import java.util.concurrent.TimeoutException;
  * and then another holder queued behind it is told {@code DEADLOCK} though
  * the sibling threads will release. In line, only the head asks the server;
  * the rest wait here, first come, first served, and a line is dropped when
- * its last user leaves (no table that grows with keys ever used).
+ * its last user leaves (no table that grows with keys ever used). It costs
+ * no round trip: the keeper sends one command at a time anyway.
  */
 final class HolderLines {
     /** One key and holder's line: threads and futures alike wait for the one before them to leave. */
-    static final class Line {
+    private static final class Line {
         private CompletableFuture<Void> tail = CompletableFuture.completedFuture(null);
         private int users;
+    }
 
-        /** Puts {@code mine} last; the returned future completes when the one before it leaves. */
-        synchronized CompletableFuture<Void> behind(CompletableFuture<Void> mine) {
-            CompletableFuture<Void> before = tail;
-            tail = mine;
-            return before;
+    /** One wait's place in its line, from {@link #join} until {@link #leave}. */
+    final class Place {
+        private final String name;
+        private final Line line;
+        private final CompletableFuture<Void> mine = new CompletableFuture<>();
+        /** Completes once every wait before this one left. */
+        final CompletableFuture<Void> ahead;
+
+        private Place(String name, Line line) {
+            this.name = name;
+            this.line = line;
+            synchronized (line) {
+                this.ahead = line.tail;
+                line.tail = mine;
+            }
+        }
+
+        /**
+         * Waits for {@link #ahead}: false when {@code waitMs} (when not
+         * negative) ran out first; uninterruptibly unless {@code interruptibly}.
+         */
+        boolean await(long waitMs, boolean interruptibly) throws InterruptedException {
+            try {
+                if (!interruptibly && waitMs < 0) {
+                    ahead.join();
+                } else if (waitMs < 0) {
+                    ahead.get();
+                } else {
+                    ahead.get(waitMs, TimeUnit.MILLISECONDS);
+                }
+                return true;
+            } catch (TimeoutException e) {
+                return false;
+            } catch (ExecutionException e) {
+                return true; // places are left by completing, never by failing
+            }
+        }
+
+        /**
+         * Leaves the line: the next wait goes once every one before this
+         * one left too, so a wait that gives up in line never lets the next
+         * pass the head still at the server.
+         */
+        void leave() {
+            ahead.whenComplete((x, y) -> {
+                mine.complete(null);
+                lines.computeIfPresent(name, (n, l) -> l != line || --l.users > 0 ? l : null);
+            });
         }
     }
 
     private final ConcurrentHashMap<String, Line> lines = new ConcurrentHashMap<>();
 
-    private static String name(String key, String holder) {
-        return key.length() + ":" + key + holder;
-    }
-
-    /** The line of {@code key} and {@code holder}, counted as used until {@link #leave}. */
-    Line enter(String key, String holder) {
-        return lines.compute(name(key, holder), (n, l) -> {
-            Line line = l == null ? new Line() : l;
-            line.users++;
-            return line;
+    /** A place at the end of the line of {@code key} and {@code holder}. */
+    Place join(String key, String holder) {
+        String name = key.length() + ":" + key + holder;
+        Line line = lines.compute(name, (n, l) -> {
+            Line it = l == null ? new Line() : l;
+            it.users++;
+            return it;
         });
-    }
-
-    /**
-     * Leaves {@code line}: the next one ({@code mine}'s) goes once every
-     * one before it left too, so a wait that gives up in line never lets
-     * the next pass the head still at the server.
-     */
-    void leave(String key, String holder, Line line, CompletableFuture<Void> before, CompletableFuture<Void> mine) {
-        before.whenComplete((x, y) -> {
-            mine.complete(null);
-            lines.computeIfPresent(name(key, holder), (n, l) -> l != line || --l.users > 0 ? l : null);
-        });
-    }
-
-    /**
-     * Waits for {@code before} to leave: false when {@code waitMs} (when not
-     * negative) ran out first; uninterruptibly unless {@code interruptibly}.
-     */
-    static boolean await(CompletableFuture<Void> before, long waitMs, boolean interruptibly)
-            throws InterruptedException {
-        try {
-            if (!interruptibly && waitMs < 0) {
-                before.join();
-            } else if (waitMs < 0) {
-                before.get();
-            } else {
-                before.get(waitMs, TimeUnit.MILLISECONDS);
-            }
-            return true;
-        } catch (TimeoutException e) {
-            return false;
-        } catch (ExecutionException e) {
-            return true; // lines are left by completing, never by failing
-        }
+        return new Place(name, line);
     }
 
     /** Lines in use (tests: none are left once every wait ended). */

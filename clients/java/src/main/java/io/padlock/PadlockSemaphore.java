@@ -100,11 +100,9 @@ public final class PadlockSemaphore extends Handle {
             return take(permits, 0, interruptibly); // queues nothing at the server
         }
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-        HolderLines.Line line = pad.lines.enter(key, holder());
-        CompletableFuture<Void> mine = new CompletableFuture<>();
-        CompletableFuture<Void> before = line.behind(mine);
+        HolderLines.Place place = pad.lines.join(key, holder());
         try {
-            if (!HolderLines.await(before, waitMs, interruptibly)) {
+            if (!place.await(waitMs, interruptibly)) {
                 return false;
             }
             while (true) {
@@ -124,7 +122,7 @@ public final class PadlockSemaphore extends Handle {
                 }
             }
         } finally {
-            pad.lines.leave(key, holder(), line, before, mine);
+            place.leave();
         }
     }
 
@@ -138,17 +136,15 @@ public final class PadlockSemaphore extends Handle {
         CompletableFuture<Boolean> out = new CompletableFuture<>();
         AtomicReference<CompletableFuture<Boolean>> taking = new AtomicReference<>();
         // Its place in this holder's line, left when it ends in any way.
-        HolderLines.Line line = pad.lines.enter(key, holder());
-        CompletableFuture<Void> mine = new CompletableFuture<>();
-        CompletableFuture<Void> before = line.behind(mine);
+        HolderLines.Place place = pad.lines.join(key, holder());
         out.whenComplete((v, e) -> {
-            pad.lines.leave(key, holder(), line, before, mine);
+            place.leave();
             CompletableFuture<Boolean> t = taking.get();
             if (t != null) {
                 t.cancel(true); // (a grant that raced it is given back by the take)
             }
         });
-        before.whenComplete((x, y) -> takeSharedAsync(n, out, taking));
+        place.ahead.whenComplete((x, y) -> takeSharedAsync(n, out, taking));
         return out;
     }
 

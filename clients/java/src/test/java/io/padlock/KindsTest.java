@@ -198,13 +198,7 @@ class KindsTest extends OnServer {
     }
 
     private static long waiters(String key) {
-        List<?> info = (List<?>) srv.raw("SEM.INFO", key);
-        for (int i = 0; i + 1 < info.size(); i += 2) {
-            if (Servers.text(info.get(i)).equals("waiters")) {
-                return (Long) info.get(i + 1);
-            }
-        }
-        return -1;
+        return Long.parseLong(LockTest.info("SEM.INFO", key, "waiters"));
     }
 
     @ParameterizedTest

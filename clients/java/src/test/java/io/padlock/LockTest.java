@@ -29,7 +29,12 @@ class LockTest extends OnServer {
 
     /** The server's view: field → value of LOCK.INFO (empty when free). */
     static String info(String key, String field) {
-        Object reply = srv.raw("LOCK.INFO", key);
+        return info("LOCK.INFO", key, field);
+    }
+
+    /** One field of {@code command}'s reply ({@code LOCK.INFO}, {@code SEM.INFO}, ...); null when absent. */
+    static String info(String command, String key, String field) {
+        Object reply = srv.raw(command, key);
         if (reply == null) {
             return null;
         }
