@@ -5,10 +5,12 @@ inside `call()` per release that grants (the release, the grant and its
 binding, the mailbox post, both request-ids).
 
     python scripts/bench/handoff.py [server-binary] [n]
+    PADLOCK_COST_KEEP=dir python scripts/bench/handoff.py   # and keep the dump (dir/handoff.cg)
 """
 
 import glob
 import os
+import shutil
 import socket
 import sys
 
@@ -47,6 +49,8 @@ def measure(binary, n=N):
         if m.r.llen("mb") != n:
             raise RuntimeError("not every grant was posted")
         c.close()
+        if os.environ.get("PADLOCK_COST_KEEP"):  # a directory: the dump, for callgrind_annotate
+            shutil.copy(dump, os.path.join(os.environ["PADLOCK_COST_KEEP"], "handoff.cg"))
         return cost.total(dump) / n
     finally:
         m.stop()
