@@ -23,7 +23,7 @@ pub use id::Id;
 pub use names::Names;
 use names::{HolderPart, KeyPart};
 use order::Order;
-pub use request::{print, spots, valid_id, Spots};
+pub use request::{print, spots, valid_id, Print, Spots};
 use slots::{Holders, Recent};
 
 /// Longest request-id in bytes.

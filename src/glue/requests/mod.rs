@@ -110,22 +110,22 @@ fn print_of(args: &[RedisString], name: &[u8], s: &Spots) -> u64 {
     let before = |at: Option<usize>| at.and_then(|i| i.checked_sub(1));
     let left_out = [s.id, before(s.id), s.block, s.mailbox, before(s.mailbox)];
     // As a bit per argument where they fit (every single-key command).
-    let mask = left_out
-        .iter()
-        .flatten()
-        .filter(|&&i| i < 64)
-        .fold(0u64, |m, &i| m | 1 << i);
-    let skip = |i: usize| match i {
-        0..64 => mask >> i & 1 == 1,
-        _ => left_out.contains(&Some(i)),
-    };
-    let rest = args
-        .iter()
-        .enumerate()
-        .skip(1)
-        .filter(move |(i, _)| !skip(*i))
-        .map(|(_, a)| a.bytes());
-    ids::print(std::iter::once(name).chain(rest))
+    let mask = left_out.iter().fold(0u64, |m, at| match at {
+        Some(i) if *i < 64 => m | 1 << i,
+        _ => m,
+    });
+    let mut p = ids::Print::default();
+    p.add(name);
+    for (i, a) in args.iter().enumerate().skip(1) {
+        let skip = match i {
+            0..64 => mask >> i & 1 == 1,
+            _ => left_out.contains(&Some(i)),
+        };
+        if !skip {
+            p.add(a.bytes());
+        }
+    }
+    p.finish()
 }
 
 fn to_answer(v: &RedisValue) -> Option<Answer> {

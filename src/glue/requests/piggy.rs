@@ -55,8 +55,8 @@ pub struct Tail {
 const PACKED_MAX: usize = 20 + 20 + 7 + 3 + crate::core::ids::MAX_ID_LEN;
 
 /// A tail about to be sent: the one word `at-ms:print:rule:request-id`
-/// (the id last: it may hold colons), made on the stack, an effect is sent
-/// on every request. One word, not `ID` and a word or more: on a server
+/// (the id last: it may hold colons), made on the effect's own stack frame
+/// (an effect is sent on every request). One word, not `ID` and a word or more: on a server
 /// with an AOF and replicas each more argument cost about a thousand
 /// instructions (written to both, length and all), where a string made
 /// for it costs a fifth of that.
@@ -66,21 +66,28 @@ pub struct Packed {
 }
 
 impl Packed {
-    fn new(at_ms: i64, print: u64, rule: Rule, id: &[u8]) -> Packed {
-        let mut p = Packed {
+    /// Made in the caller's `Option` (`ride`): a word of a hundred-odd
+    /// bytes handed back through `rider::with` and a `Ride` was copied
+    /// three times on every request.
+    fn fill(&mut self, at_ms: i64, print: u64, rule: Rule, id: &[u8]) -> &mut Packed {
+        self.len = 0;
+        let mut digits = itoa::Buffer::new();
+        self.push(digits.format(at_ms).as_bytes());
+        self.push(b":");
+        self.push(digits.format(print).as_bytes());
+        self.push(b":");
+        self.push(rule.word().to_bytes());
+        self.push(b":");
+        // An id is at most MAX_ID_LEN (checked when it came in): fits.
+        self.push(id);
+        self
+    }
+
+    fn empty() -> Packed {
+        Packed {
             buf: [0; PACKED_MAX],
             len: 0,
-        };
-        let mut digits = itoa::Buffer::new();
-        p.push(digits.format(at_ms).as_bytes());
-        p.push(b":");
-        p.push(digits.format(print).as_bytes());
-        p.push(b":");
-        p.push(rule.word().to_bytes());
-        p.push(b":");
-        // An id is at most MAX_ID_LEN (checked when it came in): fits.
-        p.push(id);
-        p
+        }
     }
 
     #[inline]
@@ -98,41 +105,56 @@ impl Packed {
 
 /// What an effect about to be sent does with the running request's id.
 pub enum Ride {
-    /// Send the effect, with this tail when it is the request's own.
-    Effect(Option<Packed>),
+    /// Send the effect, with the tail `ride` made when there is one.
+    Effect,
     /// The request replicated as itself: send nothing.
     Sent,
 }
 
-/// Called by the effect of `key` and `holder` as it is sent: the word to
-/// append when it is the running request's own (once per request), or
-/// `Sent` when that request replicated as itself instead.
+/// Called by the effect of `key` and `holder` as it is sent: makes in
+/// `word` the word to append when it is the running request's own (once
+/// per request), or answers `Sent` when that request replicated as itself
+/// instead.
 #[inline]
-pub fn ride(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
+pub fn ride(
+    ctx: &Context,
+    key: &[u8],
+    holder: &[u8],
+    fields: Fields,
+    word: &mut Option<Packed>,
+) -> Ride {
     if !rider::boarded() {
-        return Ride::Effect(None);
+        return Ride::Effect;
     }
-    ride_boarded(ctx, key, holder, fields)
+    ride_boarded(ctx, key, holder, fields, word)
 }
 
-fn ride_boarded(ctx: &Context, key: &[u8], holder: &[u8], fields: Fields) -> Ride {
+fn ride_boarded(
+    ctx: &Context,
+    key: &[u8],
+    holder: &[u8],
+    fields: Fields,
+    word: &mut Option<Packed>,
+) -> Ride {
     let ride = rider::with(|rider| {
         let Some(rule) = rider.rule.filter(|_| rider.sent.is_none()) else {
-            return Ride::Effect(None);
+            return Ride::Effect;
         };
         let tag = rider.tag();
         if tag.at.key() != key || tag.at.holder() != holder {
-            return Ride::Effect(None);
+            return Ride::Effect;
         }
         let ride = if rider.verbatim {
             Ride::Sent
         } else {
-            Ride::Effect(Some(Packed::new(rider.at_ms, tag.print, rule, &tag.id)))
+            word.insert(Packed::empty())
+                .fill(rider.at_ms, tag.print, rule, &tag.id);
+            Ride::Effect
         };
         rider.sent = Some(fields);
         ride
     })
-    .unwrap_or(Ride::Effect(None));
+    .unwrap_or(Ride::Effect);
     if let Ride::Sent = ride {
         // SAFETY: a command's context; Redis copies the argv it holds.
         unsafe { rm!(RedisModule_ReplicateVerbatim)(ctx.ctx) };
@@ -218,7 +240,8 @@ mod tests {
                             id,
                         ]
                         .concat();
-                        assert_eq!(Packed::new(at, print, rule, id).as_bytes(), &want[..]);
+                        let mut p = Packed::empty();
+                        assert_eq!(p.fill(at, print, rule, id).as_bytes(), &want[..]);
                     }
                 }
             }

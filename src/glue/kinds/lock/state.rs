@@ -76,14 +76,17 @@ fn set(ctx: &Context, name: &RedisString, lock: Lock, deadline_ms: i64) -> Resul
 
 /// A lock's whole state: `PADLOCK.LOCKSET key holder count fence deadline-ms`.
 pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64) {
-    let piggy::Ride::Effect(tail) = piggy::ride(
+    let mut tail = None;
+    let ride = piggy::ride(
         ctx,
         key,
         &lock.holder,
         fields(lock.fence, u64::from(lock.count), 0, 0),
-    ) else {
+        &mut tail,
+    );
+    if let piggy::Ride::Sent = ride {
         return;
-    };
+    }
     let mut m = Made::new(ctx);
     let (h, c) = (m.holder(&lock.holder), m.count(u64::from(lock.count)));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
@@ -95,7 +98,7 @@ pub fn lock_set(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i64)
     // and buffers live until the call returns.
     replicate_with_tail!(
         ctx,
-        tail,
+        tail.as_ref(),
         Lock::INFO.state_command.as_ptr(),
         c"sssbb",
         c"sssbbb",
@@ -135,10 +138,11 @@ pub fn lock_expire(ctx: &Context, key: &RedisString, lock: &Lock, deadline_ms: i
 /// A lock freed by `holder`: `DEL`, or, when the running request's id
 /// rides on it, `PADLOCK.LOCKSET key holder 0 0 0 <tail>` (count 0 frees).
 pub fn lock_free(ctx: &Context, key: &RedisString, holder: Option<&[u8]>) {
-    let ride = holder.map(|h| piggy::ride(ctx, key, h, fields(0, 0, 0, 0)));
-    let t = match ride {
-        Some(piggy::Ride::Sent) => return,
-        Some(piggy::Ride::Effect(Some(t))) => t,
+    let mut tail = None;
+    let ride = holder.map(|h| piggy::ride(ctx, key, h, fields(0, 0, 0, 0), &mut tail));
+    let t = match (ride, &tail) {
+        (Some(piggy::Ride::Sent), _) => return,
+        (_, Some(t)) => t,
         _ => return del(ctx, key),
     };
     let mut m = Made::new(ctx);

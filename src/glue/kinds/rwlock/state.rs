@@ -56,11 +56,17 @@ impl state::SetState for RwLock {
 /// One read-write lock holder's new state; no holds removes the holder
 /// (and the key with its last holder).
 pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
-    let piggy::Ride::Effect(tail) =
-        piggy::ride(ctx, key, &e.holder, fields(e.fence, 0, e.reads, e.writes))
-    else {
+    let mut tail = None;
+    let ride = piggy::ride(
+        ctx,
+        key,
+        &e.holder,
+        fields(e.fence, 0, e.reads, e.writes),
+        &mut tail,
+    );
+    if let piggy::Ride::Sent = ride {
         return;
-    };
+    }
     let mut m = Made::new(ctx);
     let (h, r, w) = (m.holder(&e.holder), m.count(e.reads), m.count(e.writes));
     let (mut f, mut d) = (itoa::Buffer::new(), itoa::Buffer::new());
@@ -70,7 +76,7 @@ pub fn rw_set(ctx: &Context, key: &RedisString, e: &Effect<'_>) {
     );
     replicate_with_tail!(
         ctx,
-        tail,
+        tail.as_ref(),
         RwLock::INFO.state_command.as_ptr(),
         c"ssssbb",
         c"ssssbbb",

@@ -54,16 +54,18 @@ pub fn sem_set(
     permits: u64,
     deadline_ms: i64,
 ) {
-    let piggy::Ride::Effect(tail) = piggy::ride(ctx, key, holder, fields(0, permits, 0, 0)) else {
+    let mut tail = None;
+    let ride = piggy::ride(ctx, key, holder, fields(0, permits, 0, 0), &mut tail);
+    if let piggy::Ride::Sent = ride {
         return;
-    };
+    }
     let mut m = Made::new(ctx);
     let (h, l, p) = (m.holder(holder), m.count(limit), m.count(permits));
     let mut d = itoa::Buffer::new();
     let (dp, dl) = digits(&mut d, deadline_ms);
     replicate_with_tail!(
         ctx,
-        tail,
+        tail.as_ref(),
         Semaphore::INFO.state_command.as_ptr(),
         c"ssssb",
         c"ssssbb",
