@@ -55,11 +55,11 @@ pub struct Tail {
 const PACKED_MAX: usize = 20 + 20 + 7 + 3 + crate::core::ids::MAX_ID_LEN;
 
 /// A tail about to be sent: the one word `at-ms:print:rule:request-id`
-/// (the id last: it may hold colons), made on the effect's own stack frame
-/// (an effect is sent on every request). One word, not `ID` and a word or more: on a server
-/// with an AOF and replicas each more argument cost about a thousand
-/// instructions (written to both, length and all), where a string made
-/// for it costs a fifth of that.
+/// (the id last: it may hold colons), made in the effect's own stack frame
+/// (an effect is sent on every request). One word, not `ID` and a word or
+/// more: on a server with an AOF and replicas each more argument cost
+/// about a thousand instructions (written to both, length and all), where
+/// a string made for it costs a fifth of that.
 pub struct Packed {
     buf: [u8; PACKED_MAX],
     len: usize,
