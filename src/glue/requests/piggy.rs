@@ -126,13 +126,14 @@ pub fn ride(
     if !rider::boarded() {
         return Ride::Effect;
     }
-    ride_boarded(ctx, key, holder, fields, word)
+    ride_boarded(ctx, (key, holder), fields, word)
 }
 
+/// `ride` once a rider is aboard, apart from the check above: most
+/// effects carry none.
 fn ride_boarded(
     ctx: &Context,
-    key: &[u8],
-    holder: &[u8],
+    (key, holder): (&[u8], &[u8]),
     fields: Fields,
     word: &mut Option<Packed>,
 ) -> Ride {
