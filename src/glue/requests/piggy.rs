@@ -66,11 +66,10 @@ pub struct Packed {
 }
 
 impl Packed {
-    /// Made in the caller's `Option` (`ride`): a word of a hundred-odd
-    /// bytes handed back through `rider::with` and a `Ride` was copied
-    /// three times on every request.
-    fn fill(&mut self, at_ms: i64, print: u64, rule: Rule, id: &[u8]) -> &mut Packed {
-        self.len = 0;
+    /// Written into a fresh `empty()` in the slot the effect keeps it in
+    /// (`ride`): a word of a hundred-odd bytes, made for every request with
+    /// an id, is never copied on its way to `RM_Replicate`.
+    fn fill(&mut self, at_ms: i64, print: u64, rule: Rule, id: &[u8]) {
         let mut digits = itoa::Buffer::new();
         self.push(digits.format(at_ms).as_bytes());
         self.push(b":");
@@ -80,7 +79,6 @@ impl Packed {
         self.push(b":");
         // An id is at most MAX_ID_LEN (checked when it came in): fits.
         self.push(id);
-        self
     }
 
     fn empty() -> Packed {
@@ -242,7 +240,8 @@ mod tests {
                         ]
                         .concat();
                         let mut p = Packed::empty();
-                        assert_eq!(p.fill(at, print, rule, id).as_bytes(), &want[..]);
+                        p.fill(at, print, rule, id);
+                        assert_eq!(p.as_bytes(), &want[..]);
                     }
                 }
             }
